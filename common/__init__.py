@@ -1,0 +1,1 @@
+"""Pieces shared by the IMPALA, PER and LASER agents."""

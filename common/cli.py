@@ -1,0 +1,58 @@
+"""Entry-point plumbing: absl flags with one-line errors and exit status 2."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Mapping
+
+from absl import app, flags
+
+from common.errors import UsageError, cli, exit_with_usage_error
+
+
+def run(main: Callable[[list[str]], Any]) -> None:
+    """`absl.app.run(main)`, where a bad flag or a `UsageError` is one line, exit 2."""
+
+    def parse_flags(argv: list[str]) -> list[str]:
+        try:
+            return flags.FLAGS(argv)
+        except flags.Error as error:
+            exit_with_usage_error(error)
+
+    app.run(cli(main), flags_parser=parse_flags)
+
+
+def parse_value(name: str, text: str, default: Any) -> Any:
+    """`text` converted to the type of `default`, or a `UsageError`."""
+    if isinstance(default, bool):
+        lowered = text.lower()
+        if lowered in ("true", "1", "yes"):
+            return True
+        if lowered in ("false", "0", "no"):
+            return False
+        raise UsageError(f"option {name}={text!r}: expected true or false")
+    kind = type(default) if default is not None else str
+    if kind is int:  # Accept 5e6-style integers, as RL budgets are written.
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not value.is_integer():
+            raise UsageError(f"option {name}={text!r}: expected an integer")
+        return int(value)
+    try:
+        return kind(text)
+    except (TypeError, ValueError):
+        raise UsageError(f"option {name}={text!r}: expected a {kind.__name__}") from None
+
+
+def parse_assignments(items: Iterable[str], fields: Mapping[str, Any]) -> dict[str, Any]:
+    """`["name=value", ...]` → `{name: typed value}`, typed by `fields`' defaults."""
+    parsed = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep:
+            raise UsageError(f"bad option {item!r}: expected NAME=VALUE")
+        if name not in fields:
+            raise UsageError(f"unknown option {name!r}; accepted: {', '.join(fields)}")
+        parsed[name] = parse_value(name, text, fields[name])
+    return parsed

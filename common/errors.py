@@ -1,0 +1,54 @@
+"""User-facing errors: one line naming what is accepted, exit status 2.
+
+Library code raises `UsageError`; entry points wrap their `main` in `cli` so a
+user who mistypes a flag, name or file sees one line and no traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Callable, Iterable, TypeVar
+
+USAGE_EXIT_CODE = 2
+
+F = TypeVar("F", bound=Callable)
+
+
+class UsageError(ValueError):
+    """Bad user input: an unknown name, a bad option value or a missing file."""
+
+
+def choice_error(what: str, value: object, accepted: Iterable[object]) -> UsageError:
+    """An error for `value` not among `accepted`, listing what is."""
+    names = ", ".join(str(a) for a in accepted)
+    return UsageError(f"unknown {what} {value!r}; accepted: {names}")
+
+
+def exit_with_usage_error(error: Exception, program: str | None = None) -> None:
+    """Prints `error` as one line on stderr and exits with status 2."""
+    program = program or _program_name()
+    message = " ".join(str(error).split())
+    print(f"{program}: error: {message}", file=sys.stderr)
+    sys.exit(USAGE_EXIT_CODE)
+
+
+def _program_name() -> str:
+    """`python -m package` for module entry points, else the script's name."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None:
+        return f"python -m {spec.name.removesuffix('.__main__')}"
+    return sys.argv[0].rsplit("/", 1)[-1]
+
+
+def cli(main: F) -> F:
+    """Wraps an entry point so `UsageError` becomes a one-line exit 2."""
+
+    @functools.wraps(main)
+    def wrapped(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except UsageError as error:
+            exit_with_usage_error(error)
+
+    return wrapped  # type: ignore[return-value]

@@ -1,0 +1,75 @@
+"""Provenance records: what produced a number in `results/`.
+
+Every reproduce script and training run writes `provenance.json` beside its
+outputs: git commit (and whether the tree was dirty), the exact command, the
+resolved config, seeds, frames, wall time and the machine.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pathlib
+import platform
+import shlex
+import subprocess
+import sys
+from typing import Any
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _git(*args: str) -> str:
+    try:
+        out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=True)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def machine() -> dict[str, Any]:
+    """Cores, memory and accelerator of this machine."""
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    gpus = sorted(p.name for p in pathlib.Path("/proc/driver/nvidia/gpus").glob("*"))
+    return {
+        "cores": os.cpu_count(),
+        "memory_gib": round(memory_gib, 1),
+        "accelerator": f"{len(gpus)} NVIDIA GPU(s)" if gpus else "none",
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def record(
+    *,
+    config: Any,
+    seeds: list[int],
+    frames: int | None,
+    wall_time_s: float,
+    scale: str,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A provenance dict. `scale` says whether the run is paper-scale or reduced."""
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "commit": _git("rev-parse", "HEAD"),
+        "dirty": bool(status) if status != "unknown" else "unknown",
+        "command": " ".join(shlex.quote(a) for a in [sys.executable.rsplit("/", 1)[-1], *sys.argv]),
+        "config": config,
+        "seeds": seeds,
+        "frames": frames,
+        "wall_time_s": round(wall_time_s, 2),
+        "scale": scale,
+        "machine": machine(),
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **(extra or {}),
+    }
+
+
+def write(directory: pathlib.Path, name: str = "provenance.json", **kwargs) -> pathlib.Path:
+    """Writes `record(**kwargs)` as JSON into `directory` and returns the path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(json.dumps(record(**kwargs), indent=2, default=str) + "\n")
+    return path

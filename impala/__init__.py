@@ -1,0 +1,1 @@
+"""IMPALA (Espeholt et al. 2018): V-trace and the actor-learner agent."""

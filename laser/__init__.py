@@ -1,0 +1,1 @@
+"""LASER (Schmitt, Hessel & Simonyan 2020): V-trace with shared replay."""

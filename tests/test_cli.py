@@ -1,0 +1,87 @@
+"""Bad input at the command line: one line on stderr, exit status 2, no traceback."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def run(*args, **kwargs):
+    return subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=300, **kwargs)
+
+
+def assert_one_line_usage_error(result, *fragments):
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["atari:pongg"], ["unknown atari name 'pongg'", "accepted: alien"]),
+        (["minecraft:world"], ["unknown env family", "atari, minatar, dmlab, toy"]),
+        (["dmlab:nowhere"], ["unknown dmlab name", "rooms_watermaze"]),
+        (["atari:pong", "--option", "sticky_action_prob=2"], ["sticky_action_prob", "[0, 1]"]),
+        (["atari:pong", "--option", "noop_max=many"], ["noop_max", "expected an integer"]),
+        (["atari:pong", "--option", "colour=1"], ["unknown option 'colour'", "frame_skip"]),
+        (["atari:pong", "--steps=lots"], ["steps"]),
+        (["atari:pong", "--no-such-flag"], ["no-such-flag"]),
+        (["dmlab:rooms_watermaze"], ["deepmind_lab", "bazel"]),
+    ],
+)
+def test_env_cli_bad_input(args, fragments):
+    assert_one_line_usage_error(run(sys.executable, "-m", "common.envs", *args), *fragments)
+
+
+def test_env_cli_good_input_runs():
+    result = run(sys.executable, "-m", "common.envs", "toy:catch", "--steps", "50")
+    assert result.returncode == 0 and "toy:catch" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["atari_sticky", "pong=1"], ["unknown score protocol", "atari_noop, atari_human_starts, dmlab30"]),
+        (["atari_noop", "pongg=1"], ["unknown atari_noop game 'pongg'"]),
+        (["atari_noop", "pong=high"], ["expected GAME=NUMBER"]),
+    ],
+)
+def test_scores_cli_bad_input(args, fragments):
+    assert_one_line_usage_error(run(sys.executable, "-m", "common.scores", *args), *fragments)
+
+
+def test_reproduce_cli_bad_profile_and_filter():
+    assert_one_line_usage_error(
+        run(sys.executable, "-m", "reproduce", "--profile=huge"), "profile", "quick|full"
+    )
+    assert_one_line_usage_error(
+        run(sys.executable, "-m", "reproduce", "--only=nothing_matches"), "reproduce.scores"
+    )
+
+
+def _unsupported_pythons(tmp_path):
+    fake = tmp_path / "python3.12"
+    fake.write_text("#!/bin/sh\necho 3.12\n")
+    fake.chmod(0o755)
+    found = [str(fake)]
+    real = pathlib.Path(os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python"))
+    if real.exists():  # A real 3.12 where this machine has one.
+        found.append(str(real))
+    return found
+
+
+def test_make_refuses_an_unsupported_python_in_one_line(tmp_path):
+    for python in _unsupported_pythons(tmp_path):
+        result = run("make", "-s", f"PYTHON={python}", "setup")
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "use CPython 3.9, 3.10 or 3.11" in lines[0]
+        assert "Traceback" not in result.stderr
