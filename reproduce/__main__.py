@@ -38,9 +38,7 @@ def discover() -> list[str]:
 def main(argv: list[str]) -> None:
     scripts = [s for s in discover() if FLAGS.only in s]
     if not scripts:
-        raise UsageError(
-            f"no reproduce script matches --only={FLAGS.only!r}; scripts: {', '.join(discover())}"
-        )
+        raise UsageError(f"no reproduce script matches --only={FLAGS.only!r}; scripts: {', '.join(discover())}")
     failed = []
     for script in scripts:
         print(f"== {script} --profile {FLAGS.profile}", flush=True)
@@ -53,9 +51,7 @@ def main(argv: list[str]) -> None:
         if code:
             failed.append(script)
     if failed:
-        print(
-            f"{len(failed)} of {len(scripts)} reproduce scripts failed: {', '.join(failed)}", file=sys.stderr
-        )
+        print(f"{len(failed)} of {len(scripts)} reproduce scripts failed: {', '.join(failed)}", file=sys.stderr)
         sys.exit(1)
     print(f"all {len(scripts)} reproduce scripts completed; outputs in results/")
 

@@ -59,12 +59,8 @@ def test_scores_cli_bad_input(args, fragments):
 
 
 def test_reproduce_cli_bad_profile_and_filter():
-    assert_one_line_usage_error(
-        run(sys.executable, "-m", "reproduce", "--profile=huge"), "profile", "quick|full"
-    )
-    assert_one_line_usage_error(
-        run(sys.executable, "-m", "reproduce", "--only=nothing_matches"), "reproduce.scores"
-    )
+    assert_one_line_usage_error(run(sys.executable, "-m", "reproduce", "--profile=huge"), "profile", "quick|full")
+    assert_one_line_usage_error(run(sys.executable, "-m", "reproduce", "--only=nothing_matches"), "reproduce.scores")
 
 
 def _unsupported_pythons(tmp_path):

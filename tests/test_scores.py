@@ -80,9 +80,7 @@ def test_per_table_6_is_table_7_normalised():
     for row in _table("per_table6_normalized.csv"):
         for column in ("dqn", "ddqn", "ddqn_prop"):
             if row[column]:
-                ours = 100 * scores.normalized(
-                    row["game"], float(raw[row["game"]][column]), "atari_human_starts"
-                )
+                ours = 100 * scores.normalized(row["game"], float(raw[row["game"]][column]), "atari_human_starts")
                 assert abs(ours - float(row[column])) <= 1.0, (row["game"], column)
 
 

@@ -160,9 +160,7 @@ def test_from_logits_matches_from_importance_weights():
     pick = lambda lp: np.take_along_axis(lp, actions[..., None], -1)[..., 0]  # noqa: E731
     log_rhos = pick(log_softmax(target)) - pick(log_softmax(behaviour))
     np.testing.assert_allclose(result.log_rhos.numpy(), log_rhos, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(
-        result.behaviour_action_log_probs.numpy(), pick(log_softmax(behaviour)), rtol=1e-5
-    )
+    np.testing.assert_allclose(result.behaviour_action_log_probs.numpy(), pick(log_softmax(behaviour)), rtol=1e-5)
     expected_vs, expected_pg = reference_vtrace(log_rhos, **unroll)
     np.testing.assert_allclose(result.vs.numpy(), expected_vs, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(result.pg_advantages.numpy(), expected_pg, rtol=1e-5, atol=1e-5)
@@ -180,9 +178,7 @@ def test_table_2_corrections():
     uncorrected_vs, uncorrected_pg = reference_vtrace(np.zeros_like(log_rhos), **unroll)
     for correction in ("none", "epsilon"):
         np.testing.assert_allclose(run(correction).vs.numpy(), uncorrected_vs, rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(
-            run(correction).pg_advantages.numpy(), uncorrected_pg, rtol=1e-5, atol=1e-5
-        )
+        np.testing.assert_allclose(run(correction).pg_advantages.numpy(), uncorrected_pg, rtol=1e-5, atol=1e-5)
     one_step = run("one_step_is")
     rhos = np.minimum(1.0, np.exp(one_step.log_rhos.numpy()))
     np.testing.assert_allclose(one_step.vs.numpy(), uncorrected_vs, rtol=1e-5, atol=1e-5)

@@ -80,6 +80,17 @@ def make_batched(spec: str, num_envs: int, seed: int = 0, **options):
     return SerialBatchEnv(lambda s: single(name, s, resolved), num_envs, seed)
 
 
+def frames_per_step(spec: str, **options) -> int:
+    """Environment frames per agent step: the frame skip or action repeat."""
+    family, _ = parse(spec)
+    resolved = resolve_options(spec, **options)
+    if family == "atari":
+        return resolved.frame_skip
+    if family == "dmlab":
+        return resolved.action_repeat
+    return 1
+
+
 def option_fields(spec: str) -> dict[str, Any]:
     """The option names and defaults for `spec`'s family."""
     family, _ = parse(spec)

@@ -27,13 +27,10 @@ class MinAtarOptions:
 
     def __post_init__(self):
         if not 0.0 <= self.sticky_action_prob <= 1.0:
-            raise UsageError(
-                f"minatar option sticky_action_prob={self.sticky_action_prob!r}: must be in [0, 1]"
-            )
+            raise UsageError(f"minatar option sticky_action_prob={self.sticky_action_prob!r}: must be in [0, 1]")
         if not isinstance(self.max_episode_steps, int) or self.max_episode_steps < 0:
             raise UsageError(
-                f"minatar option max_episode_steps={self.max_episode_steps!r}: "
-                "must be an integer >= 0 (0 = no cap)"
+                f"minatar option max_episode_steps={self.max_episode_steps!r}: " "must be an integer >= 0 (0 = no cap)"
             )
 
 
@@ -53,9 +50,7 @@ class MinAtarEnv(gym.Env):
         )
         self._env.seed(seed)
         self._actions = (
-            list(self._env.minimal_action_set())
-            if options.minimal_action_set
-            else list(range(self._env.num_actions()))
+            list(self._env.minimal_action_set()) if options.minimal_action_set else list(range(self._env.num_actions()))
         )
         self._steps = 0
         self.action_space = gym.spaces.Discrete(len(self._actions))

@@ -26,9 +26,7 @@ class ToyOptions:
 
     def __post_init__(self):
         if self.rows < 2 or self.columns < 1:
-            raise UsageError(
-                f"toy options rows={self.rows}, columns={self.columns}: need rows >= 2, columns >= 1"
-            )
+            raise UsageError(f"toy options rows={self.rows}, columns={self.columns}: need rows >= 2, columns >= 1")
 
 
 class CatchEnv(gym.Env):

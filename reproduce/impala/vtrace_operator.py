@@ -148,9 +148,7 @@ def analyse(mdp: Mdp, study: Study, index: int) -> list[dict]:
                     "rho_bar": rho_bar,
                     "c_bar": c_bar,
                     "iterations": len(changes),
-                    "error_to_V_pi_rho_bar": float(
-                        np.abs(V - value(mdp, truncated_policy(mdp, rho_bar))).max()
-                    ),
+                    "error_to_V_pi_rho_bar": float(np.abs(V - value(mdp, truncated_policy(mdp, rho_bar))).max()),
                     "distance_to_V_mu": float(np.abs(V - V_mu).max() / gap),
                     "distance_to_V_pi": float(np.abs(V - V_pi).max() / gap),
                     "modulus": float(np.abs(M).sum(1).max()),

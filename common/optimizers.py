@@ -1,0 +1,55 @@
+"""RMSProp with TensorFlow 1 semantics, as the IMPALA, DQN and LASER papers used.
+
+    ms  <- decay ms + (1 - decay) g^2           (ms starts at 1, as in TF1)
+    mom <- momentum mom + lr g / sqrt(ms + epsilon)
+    w   <- w - mom
+
+With `centered=True` (DQN's variant; Graves 2013) the denominator is
+sqrt(ms - mg^2 + epsilon), mg the running mean of g. Keras' `RMSprop` puts
+epsilon outside the square root and starts ms at 0, so it is a different
+optimizer for the same hyper-parameters; IMPALA's epsilon 0.01 inside the root
+is 1e-4 outside it.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import tensorflow as tf
+
+
+class RMSPropTF1(tf.Module):
+    """`tf.compat.v1.train.RMSPropOptimizer`'s update as a checkpointable module."""
+
+    def __init__(
+        self,
+        variables: Sequence[tf.Variable],
+        decay: float = 0.99,
+        epsilon: float = 0.01,
+        momentum: float = 0.0,
+        centered: bool = False,
+        name: str = "rmsprop_tf1",
+    ):
+        super().__init__(name=name)
+        self.decay, self.epsilon, self.momentum, self.centered = decay, epsilon, momentum, centered
+        self._variables = list(variables)
+        self.iterations = tf.Variable(0, dtype=tf.int64, trainable=False, name="iterations")
+        self.ms = [tf.Variable(tf.ones_like(v), trainable=False, name="ms") for v in self._variables]
+        self.mom = [tf.Variable(tf.zeros_like(v), trainable=False, name="mom") for v in self._variables]
+        self.mg = (
+            [tf.Variable(tf.zeros_like(v), trainable=False, name="mg") for v in self._variables] if centered else []
+        )
+
+    def apply(self, gradients: Sequence[tf.Tensor], learning_rate: tf.Tensor) -> None:
+        """One update of every variable with its gradient."""
+        for i, (variable, gradient) in enumerate(zip(self._variables, gradients)):
+            ms = self.ms[i].assign(self.decay * self.ms[i] + (1.0 - self.decay) * tf.square(gradient))
+            denominator = ms
+            if self.centered:
+                mg = self.mg[i].assign(self.decay * self.mg[i] + (1.0 - self.decay) * gradient)
+                denominator = ms - tf.square(mg)
+            mom = self.mom[i].assign(
+                self.momentum * self.mom[i] + learning_rate * gradient * tf.math.rsqrt(denominator + self.epsilon)
+            )
+            variable.assign_sub(mom)
+        self.iterations.assign_add(1)
