@@ -1,0 +1,152 @@
+"""IMPALA's configuration: one frozen dataclass and a named preset per setting.
+
+Presets (each value's source in a comment):
+
+* `atari_shallow`, `atari_deep`: IMPALA App. G (Atari-57 experts);
+* `dmlab`: IMPALA App. D (single-task DMLab expert);
+* `minatar`: our reduced-scale setting on MinAtar (Young & Tian 2019's env
+  protocol, IMPALA's learning rule);
+* `toy`: Catch, for tests.
+
+Entry points override fields by name (`--config_override name=value`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from common import envs
+from common.errors import UsageError, choice_error
+from impala.vtrace import CORRECTIONS
+
+NETWORKS = ("shallow", "deep", "deep_x4", "minatar", "toy")
+REWARD_CLIPPING = ("abs_one", "dmlab_asymmetric", "none")
+LOSS_REDUCTIONS = ("sum", "mean")
+
+
+@dataclasses.dataclass(frozen=True)
+class ImpalaConfig:
+    env: str = "toy:catch"
+    # Training-env options, as (name, value) pairs; evaluation uses the env's
+    # defaults, which are the papers' evaluation protocol.
+    env_options: tuple[tuple[str, Any], ...] = ()
+    network: str = "toy"
+    use_lstm: bool = False
+    lstm_size: int = 256
+    # Acting.
+    num_actors: int = 1
+    envs_per_actor: int = 8
+    unroll_length: int = 20  # T.
+    # Learning.
+    batch_size: int = 32  # B, unrolls per learner step.
+    discount: float = 0.99
+    reward_clipping: str = "abs_one"
+    baseline_cost: float = 0.5
+    entropy_cost: float = 0.01
+    learning_rate: float = 0.0006
+    rmsprop_decay: float = 0.99
+    rmsprop_epsilon: float = 0.01
+    rmsprop_momentum: float = 0.0
+    max_grad_norm: float = 40.0  # Global-norm clip; 0 = none.
+    loss_reduction: str = "sum"  # IMPALA sums over time and batch (App. D).
+    correction: str = "vtrace"  # IMPALA Table 2: vtrace, none, epsilon, one_step_is.
+    clip_rho_threshold: float = 1.0  # rho_bar (IMPALA §5.2.2: 1 worked best).
+    clip_pg_rho_threshold: float = 1.0
+    total_frames: int = 200_000_000  # Environment frames; the LR anneals to 0 over it.
+    queue_size: int = 128  # Unrolls the queue holds; must exceed batch_size.
+    seed: int = 0
+    # Run directory.
+    checkpoint_every_s: float = 600.0
+    log_every_s: float = 10.0
+
+    def __post_init__(self):
+        envs.parse(self.env)
+        envs.resolve_options(self.env, **dict(self.env_options))
+        for name, choices in (
+            ("network", NETWORKS),
+            ("reward_clipping", REWARD_CLIPPING),
+            ("loss_reduction", LOSS_REDUCTIONS),
+            ("correction", CORRECTIONS),
+        ):
+            if getattr(self, name) not in choices:
+                raise choice_error(name, getattr(self, name), choices)
+        for name in ("num_actors", "envs_per_actor", "unroll_length", "batch_size", "total_frames"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"{name}={getattr(self, name)}: must be >= 1")
+        if self.queue_size <= self.batch_size:
+            raise UsageError(
+                f"queue_size={self.queue_size} must exceed batch_size={self.batch_size}: a Reverb queue "
+                "that cannot hold a whole batch blocks the actors before the learner can sample one"
+            )
+        if not 0.0 <= self.discount <= 1.0:
+            raise UsageError(f"discount={self.discount}: must be in [0, 1]")
+        if self.learning_rate <= 0 or self.max_grad_norm < 0:
+            raise UsageError("learning_rate must be > 0 and max_grad_norm >= 0")
+
+    @property
+    def frames_per_step(self) -> int:
+        """Environment frames per agent step (the action repeat)."""
+        return envs.frames_per_step(self.env, **dict(self.env_options))
+
+
+PRESETS = {
+    "atari_shallow": ImpalaConfig(
+        env="atari:pong",
+        env_options=(("terminal_on_life_loss", True),),  # App. G: life loss ends training episodes.
+        network="shallow",  # Fig. 3 left, Mnih et al. 2016's network.
+        num_actors=2,
+        envs_per_actor=16,
+        unroll_length=20,  # App. G.
+        batch_size=32,  # App. G.
+        discount=0.99,  # App. G.
+        reward_clipping="abs_one",  # App. G: [-1, 1].
+        baseline_cost=0.5,  # App. G.
+        entropy_cost=0.01,  # App. G.
+        learning_rate=0.0006,  # App. G, annealed linearly to 0.
+        rmsprop_epsilon=0.01,  # App. G.
+        max_grad_norm=40.0,  # App. G.
+        total_frames=200_000_000,  # App. G / Table C.1: 200M frames per game.
+    ),
+    "dmlab": ImpalaConfig(
+        env="dmlab:rooms_watermaze",
+        network="deep",  # §5.3: the deep model with an LSTM.
+        use_lstm=True,
+        num_actors=2,
+        envs_per_actor=4,
+        unroll_length=100,  # App. D.
+        batch_size=32,
+        reward_clipping="dmlab_asymmetric",  # App. D: 0.3 min(tanh r, 0) + 5 max(tanh r, 0).
+        # The paper sweeps these (App. D.1); values inside its ranges:
+        entropy_cost=0.0033,  # log-U[5e-5, 1e-2].
+        learning_rate=0.00048,  # log-U[5e-6, 5e-3].
+        rmsprop_epsilon=0.1,  # {1e-1, 1e-3, 1e-5, 1e-7}.
+        total_frames=1_000_000_000,  # §5.3: experts train for 1B frames.
+    ),
+    "minatar": ImpalaConfig(
+        env="minatar:breakout",
+        network="minatar",  # Young & Tian's torso: conv 16 3x3, FC 128.
+        num_actors=2,
+        envs_per_actor=16,
+        unroll_length=20,
+        batch_size=32,
+        discount=0.99,
+        learning_rate=0.0006,
+        entropy_cost=0.01,
+        total_frames=5_000_000,  # Young & Tian report returns at 5M frames.
+        checkpoint_every_s=300.0,
+    ),
+    "toy": ImpalaConfig(
+        env="toy:catch",
+        network="toy",
+        num_actors=1,
+        envs_per_actor=8,
+        unroll_length=9,  # One Catch episode.
+        batch_size=16,
+        queue_size=64,
+        learning_rate=0.005,
+        total_frames=120_000,
+        log_every_s=5.0,
+    ),
+}
+PRESETS["atari_deep"] = dataclasses.replace(PRESETS["atari_shallow"], network="deep")  # Fig. 3 right.
