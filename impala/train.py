@@ -134,8 +134,8 @@ def run_actor(config: ImpalaConfig, address: str) -> None:
     client = reverb_utils.connect(address, FLAGS.connect_timeout_s)
     seed = int(np.random.SeedSequence([config.seed, FLAGS.actor_id, FLAGS.incarnation]).generate_state(1)[0])
     env = envs.make_batched(config.env, config.envs_per_actor, seed=seed % 2**31, **dict(config.env_options))
-    network, _ = build_agent(config)
-    actor = Actor(network, env, client, config.unroll_length, seed=seed % 2**31)
+    network, spec = build_agent(config)
+    actor = Actor(network, spec, env, client, config.unroll_length, seed=seed % 2**31)
     try:
         actor.run()
     except (reverb.errors.ReverbError, RuntimeError) as error:  # The server went away.

@@ -49,13 +49,15 @@ def queue_table(max_size: int) -> reverb.Table:
 class UnrollWriter:
     """Writes the steps of N envs and emits overlapping T + 1-step unrolls."""
 
-    def __init__(self, client: reverb.Client, num_envs: int, unroll_length: int):
+    def __init__(self, client: reverb.Client, spec: dict[str, Any], num_envs: int, unroll_length: int):
+        self._spec = spec
         self._length = unroll_length
         self._writers = [client.trajectory_writer(num_keep_alive_refs=unroll_length + 1) for _ in range(num_envs)]
         self._steps = 0
 
     def append(self, steps: dict[str, Any]) -> None:
-        """Appends one step for every env (arrays with a leading [N] axis)."""
+        """Appends one step for every env (arrays with a leading [N] axis), cast to the spec."""
+        steps = tf.nest.map_structure(lambda s, x: np.asarray(x, s.dtype.as_numpy_dtype), self._spec, steps)
         for i, writer in enumerate(self._writers):
             writer.append(tf.nest.map_structure(lambda x, i=i: x[i], steps))
         self._steps += 1

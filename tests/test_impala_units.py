@@ -1,0 +1,154 @@
+"""IMPALA's parts: unroll writing on a real Reverb server, learner maths, networks, config."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import reverb
+import tensorflow as tf
+
+from common.errors import UsageError
+from impala import networks, trajectories
+from impala.config import PRESETS, ImpalaConfig
+from impala.learner import Learner, clip_rewards, entropy
+
+TOY = PRESETS["toy"]
+
+
+@pytest.fixture
+def server():
+    server = reverb.Server([trajectories.queue_table(32)])
+    yield server
+    server.stop()
+
+
+def test_unrolls_overlap_by_one_step_and_keep_every_reward(server):
+    client = reverb.Client(f"localhost:{server.port}")
+    T, N = 3, 2
+    spec = trajectories.step_spec((2,), tf.float32, 4)
+    writer = trajectories.UnrollWriter(client, spec, N, T)
+    for t in range(7):  # Two unrolls: steps 0..3 and 3..6.
+        writer.append({
+            "observation": np.full((N, 2), t, np.float32) + np.arange(N)[:, None] * 100,
+            "first": np.array([t == 0] * N), "action": np.full(N, t, np.int32),
+            "behaviour_logits": np.zeros((N, 4), np.float32), "reward": np.full(N, 10.0 + t, np.float32),
+            "terminal": np.array([t == 2] * N), "episode_return": np.full(N, np.nan if t != 2 else 33.0, np.float32),
+            "episode_length": np.full(N, 3 if t == 2 else 0, np.int32),
+        })  # fmt: skip
+    writer.close()
+    assert client.server_info()[trajectories.QUEUE_TABLE].current_size == 2 * N
+    batch = next(iter(trajectories.dataset(f"localhost:{server.port}", spec, T, 2 * N)))
+    actions = sorted(map(tuple, batch["action"].numpy().tolist()))
+    assert actions == [(0, 1, 2, 3)] * N + [(3, 4, 5, 6)] * N
+    # Each env's unroll holds only that env's observations.
+    for obs in batch["observation"].numpy():
+        assert len(set((obs[:, 0] // 100).tolist())) == 1
+    # Steps 0..T-1 of all unrolls together cover every reward exactly once.
+    rewards = sorted(batch["reward"].numpy()[:, :-1].ravel().tolist())
+    assert rewards == sorted([10.0 + t for t in range(6)] * N)
+    episodes = trajectories.finished_episodes({k: batch[k].numpy() for k in ("episode_return", "episode_length")})
+    assert episodes == [(33.0, 3)] * N  # Counted once, not again as the overlap step.
+
+
+def test_reward_clipping():
+    r = tf.constant([-5.0, -0.5, 0.0, 0.5, 5.0])
+    np.testing.assert_allclose(clip_rewards(r, "abs_one"), [-1, -0.5, 0, 0.5, 1])
+    expected = [0.3 * np.tanh(-5), 0.3 * np.tanh(-0.5), 0, 5 * np.tanh(0.5), 5 * np.tanh(5)]
+    np.testing.assert_allclose(clip_rewards(r, "dmlab_asymmetric"), expected, rtol=1e-6)
+    np.testing.assert_allclose(clip_rewards(r, "none"), r)
+
+
+def test_entropy_of_uniform_and_deterministic_policies():
+    np.testing.assert_allclose(entropy(tf.zeros((1, 1, 4))), [[np.log(4)]], rtol=1e-6)
+    assert float(entropy(tf.constant([[[0.0, -100.0]]]))[0, 0]) < 1e-6
+
+
+def _batch(config, rng, num_actions=3):
+    B, T1 = config.batch_size, config.unroll_length + 1
+    return {
+        "observation": tf.constant(rng.integers(0, 2, (B, T1, 10, 5, 1)), tf.uint8),
+        "first": tf.constant(rng.random((B, T1)) < 0.1),
+        "action": tf.constant(rng.integers(num_actions, size=(B, T1)), tf.int32),
+        "behaviour_logits": tf.constant(rng.standard_normal((B, T1, num_actions)), tf.float32),
+        "reward": tf.constant(rng.standard_normal((B, T1)), tf.float32),
+        "terminal": tf.constant(rng.random((B, T1)) < 0.1),
+    }
+
+
+def _learner(config=TOY):
+    learner = Learner(config, networks.make(config, 3))
+    learner.build(_batch(config, np.random.default_rng(0)))
+    return learner
+
+
+def test_learning_rate_anneals_linearly_to_zero():
+    learner = _learner()
+    assert learner.learning_rate() == pytest.approx(TOY.learning_rate)
+    learner.frames.assign(TOY.total_frames // 2)
+    assert learner.learning_rate() == pytest.approx(TOY.learning_rate / 2)
+    learner.frames.assign(2 * TOY.total_frames)
+    assert learner.learning_rate() == 0.0
+
+
+def test_learner_step_fits_a_fixed_batch_and_counts_frames():
+    learner = _learner()
+    batch = _batch(TOY, np.random.default_rng(1))
+    first = learner.step(batch)
+    for _ in range(30):
+        last = learner.step(batch)
+    assert last["baseline_loss"] < first["baseline_loss"]
+    assert int(learner.steps) == 31
+    assert int(learner.frames) == 31 * TOY.batch_size * TOY.unroll_length
+
+
+def test_checkpoint_round_trips_network_optimizer_and_counters(tmp_path):
+    learner = _learner()
+    for seed in range(3):
+        learner.step(_batch(TOY, np.random.default_rng(seed)))
+    path = tf.train.Checkpoint(learner=learner).save(str(tmp_path / "ckpt"))
+    restored = _learner()
+    tf.train.Checkpoint(learner=restored).restore(path).assert_existing_objects_matched()
+    for a, b in zip(learner.variables, restored.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert int(restored.steps) == 3 and int(restored.optimizer.iterations) == 3
+    assert any("ms" in v.name for v in restored.variables)
+
+
+def test_lstm_state_resets_at_episode_starts():
+    config = dataclasses.replace(TOY, use_lstm=True, lstm_size=16)
+    network = networks.make(config, 3)
+    rng = np.random.default_rng(0)
+    observations = tf.constant(rng.integers(0, 2, (8, 2, 10, 5, 1)), tf.uint8)
+    first = np.zeros((8, 2), bool)
+    first[5] = True  # A new episode starts at step 5.
+    warm_state = tf.nest.map_structure(lambda s: s + 0.5, network.initial_state(2))
+    whole, _ = network.unroll(observations, tf.constant(first), warm_state)
+    tail, _ = network.unroll(observations[5:], tf.constant(first[5:]), network.initial_state(2))
+    np.testing.assert_allclose(whole.policy_logits[5:], tail.policy_logits, rtol=1e-5, atol=1e-6)
+    # Without the reset flag the carried state changes the outputs.
+    no_reset, _ = network.unroll(observations, tf.zeros((8, 2), tf.bool), warm_state)
+    assert not np.allclose(no_reset.policy_logits[5:], tail.policy_logits, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"batch_size": 64, "queue_size": 64}, "queue_size=64 must exceed batch_size=64"),
+        ({"unroll_length": 0}, "unroll_length=0: must be >= 1"),
+        ({"num_actors": 0}, "num_actors=0: must be >= 1"),
+        ({"network": "resnet50"}, "unknown network 'resnet50'; accepted: shallow, deep"),
+        ({"correction": "retrace"}, "accepted: vtrace, none, epsilon, one_step_is"),
+        ({"env": "atari:pongg"}, "unknown atari name"),
+        ({"env_options": (("colour", True),)}, "unknown toy option 'colour'"),
+    ],
+)
+def test_impossible_configs_explain_themselves(overrides, message):
+    with pytest.raises(UsageError, match=message):
+        dataclasses.replace(TOY, **overrides)
+
+
+def test_every_preset_is_valid():
+    for name, config in PRESETS.items():
+        assert isinstance(config, ImpalaConfig), name
+    assert PRESETS["atari_deep"].network == "deep" and PRESETS["atari_shallow"].network == "shallow"
+    assert dict(PRESETS["atari_shallow"].env_options)["terminal_on_life_loss"] is True
