@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pathlib
 
+import common  # noqa: F401  (quiets TensorFlow before it loads)
+
 PROFILES = ("quick", "full")
 RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
 
