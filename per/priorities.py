@@ -1,0 +1,77 @@
+"""Prioritized experience replay's sampling maths (Schaul et al. 2016, §3.3-3.4).
+
+Pure NumPy functions, shared by the Reverb replay (`per/replay.py`), the
+Blind Cliffwalk study and the tests.
+
+    P(i) = p_i^alpha / sum_k p_k^alpha                       (eq. 1)
+    proportional: p_i = |delta_i| + epsilon
+    rank-based:   p_i = 1 / rank(i), rank 1 = the largest |delta|
+    w_i = (N P(i))^-beta / max_j w_j                         (§3.4, Algorithm 1 line 10)
+
+with beta annealed linearly from beta_0 to 1 over training (§3.4).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# PER App. B.2.2, Table 3: (alpha, beta_0) of each variant.
+PROPORTIONAL = {"alpha": 0.6, "beta0": 0.4}
+RANK_BASED = {"alpha": 0.7, "beta0": 0.5}
+WEIGHT_NORMALIZATIONS = ("batch_max", "global_min")
+
+
+def proportional_priority(td_errors: np.ndarray, epsilon: float) -> np.ndarray:
+    """p = |delta| + epsilon (§3.3); epsilon > 0 keeps every item reachable."""
+    return np.abs(td_errors) + epsilon
+
+
+def rank_priorities(td_errors: np.ndarray) -> np.ndarray:
+    """p = 1 / rank(i), rank 1 for the largest |delta| (§3.3). Ties keep index order."""
+    order = np.argsort(-np.abs(td_errors), kind="stable")
+    ranks = np.empty(len(td_errors))
+    ranks[order] = np.arange(1, len(td_errors) + 1)
+    return 1.0 / ranks
+
+
+def sampling_probabilities(priorities: np.ndarray, alpha: float) -> np.ndarray:
+    """P(i) = p_i^alpha / sum_k p_k^alpha (eq. 1); alpha = 0 is uniform."""
+    scaled = np.power(np.asarray(priorities, np.float64), alpha)
+    return scaled / scaled.sum()
+
+
+def importance_weights(
+    probabilities: np.ndarray,
+    table_size: int,
+    beta: float,
+    normalization: str = "batch_max",
+    min_probability: float | None = None,
+) -> np.ndarray:
+    """IS weights w_i = (N P(i))^-beta, scaled so they only shrink updates (§3.4).
+
+    Args:
+      probabilities: [k] P(i) of the sampled items.
+      table_size: N, the number of items in the replay.
+      beta: the IS exponent; 1 corrects fully.
+      normalization: `batch_max` divides by the largest weight in the batch
+        (Algorithm 1); `global_min` divides by the weight of the least likely
+        item in the replay, `min_probability`, which bounds every weight by 1
+        across batches.
+
+    Returns [k] weights in (0, 1].
+    """
+    probabilities = np.asarray(probabilities, np.float64)
+    weights = np.power(table_size * probabilities, -beta)
+    if normalization == "batch_max":
+        return weights / weights.max()
+    if normalization == "global_min":
+        if min_probability is None:
+            raise ValueError("global_min normalization needs min_probability")
+        return weights / np.power(table_size * min_probability, -beta)
+    raise ValueError(f"unknown normalization {normalization!r}; accepted: {', '.join(WEIGHT_NORMALIZATIONS)}")
+
+
+def beta_schedule(step: int, total_steps: int, beta0: float) -> float:
+    """beta annealed linearly from beta0 at step 0 to 1 at `total_steps` (§3.4)."""
+    progress = min(max(step / total_steps, 0.0), 1.0)
+    return beta0 + (1.0 - beta0) * progress
