@@ -1,0 +1,193 @@
+"""Prioritized replay on Reverb: proportional, rank-based and uniform (PER §3.3-3.4).
+
+The table is Reverb's `Prioritized` selector with a `Fifo` remover:
+
+* proportional: the selector's exponent is alpha and an item's priority is
+  p = |delta| + epsilon, so Reverb samples P(i) = p_i^alpha / sum_k p_k^alpha;
+* uniform: the same code with alpha = 0;
+* rank-based: Reverb has no rank selector, so the selector's exponent is 1 and
+  the client stores p_i^alpha = rank(i)^-alpha itself (see `RankTracker`).
+
+New items enter at the running maximum priority, tracked here because Reverb
+cannot report it (Algorithm 1, line 6). Importance weights come from the
+sample's `probability` and `table_size` (§3.4).
+
+Updating an item that the FIFO remover already evicted is a no-op: Reverb
+ignores unknown keys in `mutate_priorities`, and the rank tracker forgets it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+import reverb
+
+from common.errors import UsageError, choice_error
+from per import priorities
+
+VARIANTS = ("proportional", "rank", "uniform")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayConfig:
+    variant: str = "proportional"
+    capacity: int = 1_000_000  # PER App. B.2.2: 10^6 transitions.
+    alpha: float = priorities.PROPORTIONAL["alpha"]  # Table 3: 0.6 proportional, 0.7 rank.
+    beta0: float = priorities.PROPORTIONAL["beta0"]  # Table 3: 0.4 proportional, 0.5 rank.
+    epsilon: float = 1e-6  # p = |delta| + epsilon (§3.3); PER does not print its value.
+    weight_normalization: str = "batch_max"  # Algorithm 1; or global_min.
+    rerank_interval: int = 10_000  # Rank-based: priority updates between full re-ranks.
+    min_size: int = 1  # Items before sampling may start.
+
+    def __post_init__(self):
+        if self.variant not in VARIANTS:
+            raise choice_error("replay variant", self.variant, VARIANTS)
+        if self.weight_normalization not in priorities.WEIGHT_NORMALIZATIONS:
+            raise choice_error("weight normalization", self.weight_normalization, priorities.WEIGHT_NORMALIZATIONS)
+        if self.capacity < 1 or self.min_size < 1 or self.rerank_interval < 1:
+            raise UsageError("capacity, min_size and rerank_interval must be >= 1")
+        if self.alpha < 0 or self.epsilon < 0 or not 0 <= self.beta0 <= 1:
+            raise UsageError("need alpha >= 0, epsilon >= 0 and beta0 in [0, 1]")
+        if self.weight_normalization == "global_min" and self.variant == "proportional" and self.epsilon == 0:
+            raise UsageError(
+                "global_min weights need epsilon > 0: with p = |delta| the least likely item can have P = 0"
+            )
+
+    @property
+    def selector_exponent(self) -> float:
+        return {"proportional": self.alpha, "uniform": 0.0, "rank": 1.0}[self.variant]
+
+
+PRESETS = {
+    "proportional": ReplayConfig(),
+    "rank": ReplayConfig(variant="rank", alpha=priorities.RANK_BASED["alpha"], beta0=priorities.RANK_BASED["beta0"]),
+    "uniform": ReplayConfig(variant="uniform", alpha=0.0, beta0=0.0),
+}
+
+
+def table(config: ReplayConfig, name: str = "replay") -> reverb.Table:
+    return reverb.Table(
+        name=name,
+        sampler=reverb.selectors.Prioritized(priority_exponent=config.selector_exponent),
+        remover=reverb.selectors.Fifo(),
+        max_size=config.capacity,
+        rate_limiter=reverb.rate_limiters.MinSize(config.min_size),
+    )
+
+
+class Batch(NamedTuple):
+    keys: np.ndarray  # [k] uint64 Reverb item keys.
+    data: list[np.ndarray]  # The stored arrays, each [k, ...].
+    probabilities: np.ndarray  # [k] P(i).
+    weights: np.ndarray  # [k] normalised IS weights.
+    table_size: int
+
+
+class RankTracker:
+    """Ranks by last-seen |delta| for the rank-based variant (PER App. B.2.1).
+
+    The paper kept a binary heap and used its array as an approximately sorted
+    order, re-sorted every 10^6 steps. We keep |delta| per known key and, every
+    `rerank_interval` updates, sort them all and rewrite every priority exactly:
+    an item's rank is U + r, where U items have not been sampled yet (they hold
+    the maximal priority, rank 1's) and r is its rank among the known. Between
+    re-ranks an updated item gets the rank its |delta| would have in the last
+    sorted snapshot (a binary search), which is the approximation.
+    """
+
+    def __init__(self, alpha: float, capacity: int):
+        self.alpha, self.capacity = alpha, capacity
+        self._delta: dict[int, float] = {}
+        self._inserted_at: dict[int, int] = {}
+        self._snapshot: list[float] = []  # -|delta| of known items, ascending.
+        self._unseen = 0
+
+    def forget_evicted(self, inserted: int) -> None:
+        """Drops keys the FIFO remover has evicted (all older than the last `capacity` inserts)."""
+        oldest_live = inserted - self.capacity
+        for key in [k for k, i in self._inserted_at.items() if i < oldest_live]:
+            del self._delta[key], self._inserted_at[key]
+
+    def priority(self, key: int, inserted_at: int, abs_delta: float) -> float:
+        self._delta[key], self._inserted_at[key] = abs_delta, inserted_at
+        rank = self._unseen + bisect.bisect_left(self._snapshot, -abs_delta) + 1
+        return rank**-self.alpha
+
+    def rerank(self, table_size: int) -> dict[int, float]:
+        """Exact priorities for every known live item."""
+        order = sorted(self._delta, key=self._delta.get, reverse=True)
+        self._unseen = max(table_size - len(order), 0)
+        self._snapshot = sorted(-d for d in self._delta.values())
+        return {key: (self._unseen + r) ** -self.alpha for r, key in enumerate(order, start=1)}
+
+
+class PrioritizedReplay:
+    """Insert, sample with IS weights, and update priorities of one Reverb table."""
+
+    def __init__(self, client: reverb.Client, config: ReplayConfig, table_name: str = "replay"):
+        self.client, self.config, self.table_name = client, config, table_name
+        self.max_priority = 1.0  # Algorithm 1, line 2: p_1 = 1.
+        self.min_priority = 1.0  # Lower bound on the live minimum, for global_min weights.
+        self.inserted = 0
+        self._updates = 0
+        self._rank = RankTracker(config.alpha, config.capacity) if config.variant == "rank" else None
+
+    def add(self, data: Sequence[Any]) -> None:
+        """Stores one item (a list of arrays) at the maximal priority."""
+        # Rank-based items enter at rank 1, whose stored priority 1^-alpha is 1.
+        priority = 1.0 if self._rank else self.max_priority
+        self.client.insert([np.int64(self.inserted), *data], priorities={self.table_name: priority})
+        self.inserted += 1
+
+    def sample(self, batch_size: int, beta: float) -> Batch:
+        samples = list(self.client.sample(self.table_name, num_samples=batch_size, emit_timesteps=False))
+        keys = np.array([s.info.key for s in samples], np.uint64)
+        probabilities = np.array([s.info.probability for s in samples], np.float64)
+        table_size = int(samples[0].info.table_size)
+        self._inserted_at = {int(s.info.key): int(s.data[0][0]) for s in samples}
+        data = [np.stack([s.data[j][0] for s in samples]) for j in range(1, len(samples[0].data))]
+        weights = priorities.importance_weights(
+            probabilities, table_size, beta, self.config.weight_normalization,
+            self._min_probability(samples[0], table_size),
+        )  # fmt: skip
+        return Batch(keys, data, probabilities, weights, table_size)
+
+    def _min_probability(self, sample, table_size: int) -> float | None:
+        if self.config.weight_normalization != "global_min":
+            return None
+        # sum_k p_k^a = p_i^a / P(i) for any sampled i (the stored priority is p_i).
+        exponent = self.config.selector_exponent
+        total = sample.info.priority**exponent / sample.info.probability
+        if self._rank:  # The largest rank is the table size.
+            return table_size**-self.config.alpha / total
+        return self.min_priority**exponent / total
+
+    def update(self, keys: np.ndarray, td_errors: np.ndarray) -> None:
+        """Sets the priorities of the last sample's items from their new TD errors."""
+        if len(keys) == 0:
+            return
+        abs_delta = np.abs(np.asarray(td_errors, np.float64))
+        if self._rank:
+            updates = {
+                int(k): self._rank.priority(int(k), self._inserted_at.get(int(k), self.inserted), d)
+                for k, d in zip(keys, abs_delta)
+            }
+        else:
+            new = priorities.proportional_priority(abs_delta, self.config.epsilon)
+            updates = {int(k): float(p) for k, p in zip(keys, new)}
+            self.max_priority = max(self.max_priority, float(new.max()))
+            self.min_priority = min(self.min_priority, float(new.min()))
+        self.client.mutate_priorities(self.table_name, updates=updates)
+        self._updates += len(updates)
+        if self._rank and self._updates >= self.config.rerank_interval:
+            self.rerank()
+
+    def rerank(self) -> None:
+        """Rank-based: rewrites every known item's priority from an exact sort."""
+        self._rank.forget_evicted(self.inserted)
+        size = self.client.server_info()[self.table_name].current_size
+        self.client.mutate_priorities(self.table_name, updates=self._rank.rerank(size))
+        self._updates = 0
