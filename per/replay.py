@@ -24,6 +24,7 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 import reverb
+import tensorflow as tf
 
 from common.errors import UsageError, choice_error
 from per import priorities
@@ -125,42 +126,79 @@ class RankTracker:
 
 
 class PrioritizedReplay:
-    """Insert, sample with IS weights, and update priorities of one Reverb table."""
+    """Insert, sample with IS weights, and update priorities of one Reverb table.
 
-    def __init__(self, client: reverb.Client, config: ReplayConfig, table_name: str = "replay"):
+    Items are written with a `TrajectoryWriter` (flushed every `flush_every`
+    inserts and before each sample) and sampled through a `TrajectoryDataset`
+    whose spec is taken from the first item added. At most one batch is in
+    flight, so a sample may predate the previous batch's priority update by one
+    batch, as in Acme's prioritized DQN. Call `close` before its server stops.
+    """
+
+    def __init__(self, client: reverb.Client, config: ReplayConfig, table_name: str = "replay", flush_every: int = 256):
         self.client, self.config, self.table_name = client, config, table_name
         self.max_priority = 1.0  # Algorithm 1, line 2: p_1 = 1.
         self.min_priority = 1.0  # Lower bound on the live minimum, for global_min weights.
         self.inserted = 0
-        self._updates = 0
+        self._updates, self._flush_every = 0, flush_every
         self._rank = RankTracker(config.alpha, config.capacity) if config.variant == "rank" else None
+        self._writer = None
+        self._specs: list[tf.TensorSpec] = []
+        self._iterators: dict[int, Any] = {}
+        self._inserted_at: dict[int, int] = {}
 
     def add(self, data: Sequence[Any]) -> None:
         """Stores one item (a list of arrays) at the maximal priority."""
+        row = [np.int64(self.inserted), *(np.asarray(x) for x in data)]
+        if self._writer is None:
+            self._writer = self.client.trajectory_writer(num_keep_alive_refs=1)
+            self._specs = [tf.TensorSpec([1, *x.shape], tf.as_dtype(x.dtype)) for x in row]
         # Rank-based items enter at rank 1, whose stored priority 1^-alpha is 1.
         priority = 1.0 if self._rank else self.max_priority
-        self.client.insert([np.int64(self.inserted), *data], priorities={self.table_name: priority})
+        self._writer.append(row)
+        self._writer.create_item(self.table_name, priority, [column[-1:] for column in self._writer.history])
         self.inserted += 1
+        if self.inserted % self._flush_every == 0:
+            self._writer.flush()
+
+    def flush(self) -> None:
+        """Makes every added item visible to samplers."""
+        if self._writer is not None:
+            self._writer.flush()
 
     def sample(self, batch_size: int, beta: float) -> Batch:
-        samples = list(self.client.sample(self.table_name, num_samples=batch_size, emit_timesteps=False))
-        keys = np.array([s.info.key for s in samples], np.uint64)
-        probabilities = np.array([s.info.probability for s in samples], np.float64)
-        table_size = int(samples[0].info.table_size)
-        self._inserted_at = {int(s.info.key): int(s.data[0][0]) for s in samples}
-        data = [np.stack([s.data[j][0] for s in samples]) for j in range(1, len(samples[0].data))]
+        self.flush()
+        if batch_size not in self._iterators:
+            dataset = reverb.TrajectoryDataset(
+                self.client.server_address, self.table_name,
+                dtypes=[s.dtype for s in self._specs], shapes=[s.shape for s in self._specs],
+                max_in_flight_samples_per_worker=batch_size,
+            )  # fmt: skip
+            self._iterators[batch_size] = iter(dataset.batch(batch_size))
+        sample = next(self._iterators[batch_size])
+        info = {name: getattr(sample.info, name).numpy() for name in ("key", "probability", "table_size", "priority")}
+        ids, *data = (column.numpy()[:, 0] for column in sample.data)
+        self._inserted_at = dict(zip(info["key"].tolist(), ids.tolist()))
+        table_size = int(info["table_size"][0])
         weights = priorities.importance_weights(
-            probabilities, table_size, beta, self.config.weight_normalization,
-            self._min_probability(samples[0], table_size),
+            info["probability"], table_size, beta, self.config.weight_normalization,
+            self._min_probability(info["priority"][0], info["probability"][0], table_size),
         )  # fmt: skip
-        return Batch(keys, data, probabilities, weights, table_size)
+        return Batch(info["key"], data, info["probability"], weights, table_size)
 
-    def _min_probability(self, sample, table_size: int) -> float | None:
+    def close(self) -> None:
+        """Stops sampling and writing (before the server stops)."""
+        self._iterators.clear()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def _min_probability(self, priority: float, probability: float, table_size: int) -> float | None:
         if self.config.weight_normalization != "global_min":
             return None
         # sum_k p_k^a = p_i^a / P(i) for any sampled i (the stored priority is p_i).
         exponent = self.config.selector_exponent
-        total = sample.info.priority**exponent / sample.info.probability
+        total = priority**exponent / probability
         if self._rank:  # The largest rank is the table size.
             return table_size**-self.config.alpha / total
         return self.min_priority**exponent / total

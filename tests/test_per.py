@@ -84,9 +84,20 @@ def test_rank_order_keeps_ranks_and_samples_the_power_law():
 # Reverb. --------------------------------------------------------------------
 
 
-def make_replay(config):
-    server = reverb.Server([replay.table(config)])
-    return server, replay.PrioritizedReplay(reverb.Client(f"localhost:{server.port}"), config)
+@pytest.fixture
+def make_replay():
+    """Builds (server, replay) pairs and closes the replay before its server stops."""
+    made = []
+
+    def make(config):
+        server = reverb.Server([replay.table(config)])
+        made.append((server, replay.PrioritizedReplay(reverb.Client(f"localhost:{server.port}"), config)))
+        return made[-1]
+
+    yield make
+    for server, buffer in made:
+        buffer.close()
+        server.stop()
 
 
 def fill(buffer, n):
@@ -110,7 +121,7 @@ def set_td_errors(buffer, n, td):
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
-def test_reverb_proportional_sampling_matches_p_alpha(alpha):
+def test_reverb_proportional_sampling_matches_p_alpha(alpha, make_replay):
     n = 12
     config = replay.ReplayConfig(alpha=alpha, capacity=100)
     server, buffer = make_replay(config)
@@ -119,11 +130,10 @@ def test_reverb_proportional_sampling_matches_p_alpha(alpha):
     set_td_errors(buffer, n, td)
     expected = priorities.sampling_probabilities(priorities.proportional_priority(td, config.epsilon), alpha)
     assert_frequencies_match(sample_counts(buffer, n), expected)
-    server.stop()
 
 
 @pytest.mark.parametrize("alpha", [0.5, 0.7, 1.0])
-def test_reverb_rank_based_sampling_matches_rank_power_law(alpha):
+def test_reverb_rank_based_sampling_matches_rank_power_law(alpha, make_replay):
     n = 10
     config = replay.ReplayConfig(variant="rank", alpha=alpha, capacity=100, rerank_interval=10**9)
     server, buffer = make_replay(config)
@@ -133,10 +143,9 @@ def test_reverb_rank_based_sampling_matches_rank_power_law(alpha):
     buffer.rerank()  # Exact ranks for everyone.
     expected = priorities.sampling_probabilities(priorities.rank_priorities(td), alpha)
     assert_frequencies_match(sample_counts(buffer, n), expected)
-    server.stop()
 
 
-def test_reverb_is_weights_match_the_formula_and_the_batch_maximum_is_one():
+def test_reverb_is_weights_match_the_formula_and_the_batch_maximum_is_one(make_replay):
     server, buffer = make_replay(replay.ReplayConfig(capacity=100))
     fill(buffer, 20)
     set_td_errors(buffer, 20, np.linspace(0.0, 2.0, 20))
@@ -144,36 +153,34 @@ def test_reverb_is_weights_match_the_formula_and_the_batch_maximum_is_one():
     raw = (batch.table_size * batch.probabilities) ** -0.6
     np.testing.assert_allclose(batch.weights, raw / raw.max())
     assert batch.weights.max() == 1.0 and batch.table_size == 20
-    server.stop()
 
 
-def test_new_items_enter_at_the_running_maximum_priority():
+def test_new_items_enter_at_the_running_maximum_priority(make_replay):
     server, buffer = make_replay(replay.ReplayConfig(capacity=100))
     fill(buffer, 4)
     batch = buffer.sample(4, beta=0.0)
     buffer.update(batch.keys, np.array([0.5, 7.0, 0.25, 2.0]))
     assert buffer.max_priority == pytest.approx(7.0 + 1e-6)
     buffer.add([np.array([99], np.int32)])
+    buffer.flush()
     samples = list(buffer.client.sample("replay", num_samples=2000, emit_timesteps=False))
     newest = [s.info.priority for s in samples if int(s.data[1][0][0]) == 99]
     assert newest and newest[0] == pytest.approx(7.0 + 1e-6)  # Not 1.0.
-    server.stop()
 
 
 @pytest.mark.parametrize("variant", ["proportional", "rank"])
 @pytest.mark.parametrize("normalization", ["batch_max", "global_min"])
-def test_zero_td_errors_give_finite_weights(variant, normalization):
+def test_zero_td_errors_give_finite_weights(variant, normalization, make_replay):
     config = replay.ReplayConfig(variant=variant, capacity=100, weight_normalization=normalization)
     server, buffer = make_replay(config)
     fill(buffer, 8)
     set_td_errors(buffer, 8, np.zeros(8))
     batch = buffer.sample(16, beta=1.0)
     assert np.isfinite(batch.weights).all() and (batch.weights > 0).all() and (batch.weights <= 1.0).all()
-    server.stop()
 
 
 @pytest.mark.parametrize("variant", ["proportional", "rank"])
-def test_updating_an_evicted_item_is_a_no_op(variant):
+def test_updating_an_evicted_item_is_a_no_op(variant, make_replay):
     server, buffer = make_replay(replay.ReplayConfig(variant=variant, capacity=3))
     fill(buffer, 3)
     batch = buffer.sample(1, beta=0.0)
@@ -183,7 +190,6 @@ def test_updating_an_evicted_item_is_a_no_op(variant):
     if variant == "rank":
         buffer.rerank()
         assert buffer._rank._delta == {}  # Forgotten, not re-ranked.
-    server.stop()
 
 
 def test_bad_replay_configs_explain_themselves():
