@@ -13,7 +13,8 @@ import pathlib
 import common  # noqa: F401  (quiets TensorFlow before it loads)
 
 PROFILES = ("quick", "full")
-RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+RESULTS = REPO_ROOT / "results"
 
 
 def define_flags() -> None:

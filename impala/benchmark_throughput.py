@@ -1,0 +1,168 @@
+"""Benchmark: an analogue of IMPALA Table 1 on this machine (frames per second).
+
+    python -m impala.benchmark_throughput [--seconds 60] [--actors 1,2,4]
+
+Measured in the same run, on Pong with the shallow model (preset atari_shallow):
+
+1. raw env: ale-py's AtariVectorEnv stepping random actions (the ceiling);
+2. learner alone: learner steps on batches from a pre-filled Reverb queue;
+3. end to end: `python -m impala.train --preset atari_shallow --actors K` for
+   each K, read from its progress lines after a warm-up.
+
+Frames are environment frames (4 per agent step). Results: stdout and
+results/impala/benchmarks/throughput.{csv,md}.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import reverb
+import tensorflow as tf
+from absl import flags
+
+from common import cli, envs, provenance, reverb_utils
+from impala import networks, trajectories
+from impala.config import PRESETS
+from impala.learner import Learner
+from reproduce import REPO_ROOT, output_dir
+
+flags.DEFINE_integer("seconds", 60, "Measuring time per configuration.")
+flags.DEFINE_list("actors", ["1", "2", "4"], "Actor process counts for the end-to-end runs.")
+flags.DEFINE_integer("raw_envs", 8, "Envs in the raw AtariVectorEnv measurement.")
+FLAGS = flags.FLAGS
+
+CONFIG = PRESETS["atari_shallow"]
+FRAME_SKIP = CONFIG.frames_per_step
+
+
+def raw_env_fps(seconds: float) -> float:
+    env = envs.make_batched(CONFIG.env, FLAGS.raw_envs, seed=0, num_threads=2)
+    env.reset()
+    rng = np.random.default_rng(0)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        env.step(rng.integers(env.num_actions, size=FLAGS.raw_envs))
+        steps += FLAGS.raw_envs
+    return FRAME_SKIP * steps / (time.perf_counter() - start)
+
+
+def learner_fps(seconds: float) -> float:
+    """Learner steps on real Reverb batches of random Pong-shaped unrolls."""
+    env = envs.make(CONFIG.env)
+    shape, num_actions = env.observation_space.shape, int(env.action_space.n)
+    spec = trajectories.step_spec(shape, tf.uint8, num_actions)
+    batches = 8
+    server = reverb.Server([trajectories.queue_table(CONFIG.batch_size * batches + 1), reverb_utils.params_table()])
+    address = f"localhost:{server.port}"
+    client = reverb.Client(address)
+    rng = np.random.default_rng(0)
+    writer = trajectories.UnrollWriter(client, spec, CONFIG.batch_size, CONFIG.unroll_length)
+    network = networks.make(CONFIG, num_actions)
+    learner = Learner(CONFIG, network)
+    dataset = iter(trajectories.dataset(address, spec, CONFIG.unroll_length, CONFIG.batch_size))
+    n = CONFIG.batch_size
+    frames, elapsed, first = 0, 0.0, True
+    while elapsed < seconds:
+        for _ in range(CONFIG.unroll_length * batches + (1 if first else 0)):  # Refill.
+            writer.append({
+                "observation": rng.integers(0, 255, (n, *shape), np.uint8), "first": np.zeros(n, bool),
+                "action": rng.integers(num_actions, size=n), "behaviour_logits": np.zeros((n, num_actions)),
+                "reward": np.zeros(n), "terminal": np.zeros(n, bool), "episode_return": np.full(n, np.nan),
+                "episode_length": np.zeros(n),
+            })  # fmt: skip
+        for _ in range(batches):
+            batch = next(dataset)
+            if first:  # Build and compile outside the timing.
+                learner.build(batch)
+                learner.step(batch)
+                first = False
+                continue
+            start = time.perf_counter()
+            learner.step(batch)
+            reverb_utils.publish(client, network.trainable_variables)
+            elapsed += time.perf_counter() - start
+            frames += CONFIG.batch_size * CONFIG.unroll_length * FRAME_SKIP
+    del dataset
+    writer.close()
+    return frames / elapsed
+
+
+def end_to_end_fps(actors: int, seconds: float) -> float:
+    """Frames/s of the real command, averaged over progress lines after the first."""
+    with tempfile.TemporaryDirectory() as run_dir:
+        command = [
+            sys.executable, "-m", "impala.train", "--preset=atari_shallow", f"--actors={actors}",
+            f"--run_dir={run_dir}/run", "--config_override=log_every_s=5",
+        ]  # fmt: skip
+        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        rates, start = [], None
+        for line in process.stdout:
+            match = re.search(r"\| ([\d,]+) frames/s", line)
+            if not match:
+                continue
+            if start is None:  # The first line covers start-up; measure after it.
+                start = time.monotonic()
+                continue
+            rates.append(float(match.group(1).replace(",", "")))
+            if time.monotonic() - start >= seconds:
+                break
+        process.send_signal(2)
+        process.wait(timeout=120)
+    return float(np.mean(rates)) if rates else float("nan")
+
+
+def row(configuration: str, fps: float, raw: float) -> dict:
+    return {"configuration": configuration, "frames_per_s": round(fps), "ratio_to_raw": round(fps / raw, 3)}
+
+
+def main(argv: list[str]) -> None:
+    started = time.time()
+    raw = raw_env_fps(FLAGS.seconds / 2)
+    print(f"raw AtariVectorEnv ({FLAGS.raw_envs} envs, 2 threads): {raw:,.0f} frames/s", flush=True)
+    learner = learner_fps(FLAGS.seconds / 2)
+    print(
+        f"learner alone (B={CONFIG.batch_size}, T={CONFIG.unroll_length}, shallow): {learner:,.0f} frames/s", flush=True
+    )
+    rows = [
+        row(f"raw AtariVectorEnv, {FLAGS.raw_envs} envs", raw, raw),
+        row("learner alone, pre-filled queue", learner, raw),
+    ]
+    for actors in map(int, FLAGS.actors):
+        fps = end_to_end_fps(actors, FLAGS.seconds)
+        print(f"end to end, {actors} actor process(es) x {CONFIG.envs_per_actor} envs: {fps:,.0f} frames/s "
+              f"({100 * fps / raw:.0f}% of raw)", flush=True)  # fmt: skip
+        rows.append(row(f"end to end, {actors} actors x {CONFIG.envs_per_actor} envs", fps, raw))
+    out = output_dir("impala", "benchmarks")
+    with open(out / "throughput.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = [
+        "# IMPALA throughput on this machine (an analogue of IMPALA Table 1)",
+        "",
+        "Pong, shallow model, preset atari_shallow; frames = 4 x agent steps. One run of",
+        f"`python -m impala.benchmark_throughput --seconds {FLAGS.seconds}`; see the provenance file.",
+        "",
+        "| configuration | frames/s | fraction of raw env |",
+        "| --- | --- | --- |",
+        *[f"| {r['configuration']} | {r['frames_per_s']:,} | {100 * r['ratio_to_raw']:.0f}% |" for r in rows],
+    ]
+    (out / "throughput.md").write_text("\n".join(lines) + "\n")
+    provenance.write(
+        out, "throughput.provenance.json", config=dataclasses.asdict(CONFIG), seeds=[CONFIG.seed], frames=None,
+        wall_time_s=time.time() - started, scale="benchmark",
+        extra={"seconds": FLAGS.seconds, "actors": FLAGS.actors},
+    )  # fmt: skip
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    cli.run(main)
