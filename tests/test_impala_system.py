@@ -142,3 +142,24 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     assert len(lines) == 1 and fragment in lines[0], result.stderr
+
+
+@pytest.mark.slow
+def test_separate_server_learner_and_actor_roles(tmp_path):
+    """The multi-machine recipe of the README, on one machine's loopback."""
+    port = 18000 + os.getpid() % 1000
+    address = f"localhost:{port}"
+    server = start("--role=server", f"--port={port}")
+    run_dir = tmp_path / "run"
+    learner = start("--role=learner", f"--replay_address={address}", f"--run_dir={run_dir}", "--frames=20000")
+    actor = None
+    try:
+        wait_for(lambda: (run_dir / "config.json").exists(), what="the learner's config.json")
+        actor = start("--role=actor", f"--replay_address={address}", f"--config={run_dir / 'config.json'}")
+        output, _ = learner.communicate(timeout=240)
+        assert learner.returncode == 0, output
+        assert json.loads((run_dir / "final.json").read_text())["frames"] >= 20_000
+    finally:
+        for process in (actor, server, learner):
+            if process and process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
