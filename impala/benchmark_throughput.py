@@ -15,7 +15,6 @@ results/impala/benchmarks/throughput.{csv,md}.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import re
 import subprocess
@@ -32,7 +31,7 @@ from common import cli, envs, provenance, reverb_utils
 from impala import networks, trajectories
 from impala.config import PRESETS
 from impala.learner import Learner
-from reproduce import REPO_ROOT, output_dir
+from reproduce import REPO_ROOT, output_dir, write_csv
 
 flags.DEFINE_integer("seconds", 60, "Measuring time per configuration.")
 flags.DEFINE_list("actors", ["1", "2", "4"], "Actor process counts for the end-to-end runs.")
@@ -141,10 +140,7 @@ def main(argv: list[str]) -> None:
               f"({100 * fps / raw:.0f}% of raw)", flush=True)  # fmt: skip
         rows.append(row(f"end to end, {actors} actors x {CONFIG.envs_per_actor} envs", fps, raw))
     out = output_dir("impala", "benchmarks")
-    with open(out / "throughput.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out / "throughput.csv", rows)
     lines = [
         "# IMPALA throughput on this machine (an analogue of IMPALA Table 1)",
         "",

@@ -9,7 +9,6 @@ results go to stdout and to `results/impala/benchmarks/`.
 
 from __future__ import annotations
 
-import csv
 import time
 
 import numpy as np
@@ -18,7 +17,7 @@ from absl import flags
 
 from common import cli, provenance
 from impala import vtrace
-from reproduce import output_dir
+from reproduce import output_dir, write_csv
 
 flags.DEFINE_integer("calls", 300, "Timed calls per configuration (after warm-up).")
 flags.DEFINE_integer("repeats", 5, "Timing repeats; the median is reported.")
@@ -87,10 +86,7 @@ def main(argv: list[str]) -> None:
         )
         print(f"{T:>4} {B:>4} " + " ".join(f"{v:>20.1f}µs" for v in micros.values()) + f"  {speedup:7.2f}x")
     out = output_dir("impala", "benchmarks")
-    with open(out / "vtrace.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out / "vtrace.csv", rows)
     provenance.write(
         out, "vtrace.provenance.json", config={"calls": FLAGS.calls, "repeats": FLAGS.repeats},
         seeds=[0], frames=None, wall_time_s=time.time() - start, scale="benchmark",

@@ -11,7 +11,6 @@ relative to proportional. Results: stdout and results/per/benchmarks/.
 
 from __future__ import annotations
 
-import csv
 import time
 
 import numpy as np
@@ -20,7 +19,7 @@ from absl import flags
 
 from common import cli, provenance
 from per import replay
-from reproduce import output_dir
+from reproduce import output_dir, write_csv
 
 flags.DEFINE_list("sizes", ["10000", "100000", "1000000"], "Table sizes to fill.")
 flags.DEFINE_integer("iterations", 2000, "Timed sample+update iterations per size and variant.")
@@ -74,12 +73,10 @@ def main(argv: list[str]) -> None:
             print(f"{size:>9} {variant:>13} {inserts:>10,.0f} {micros:>28.1f}")
         overhead = result["rank"] / result["proportional"] - 1
         print(f"{size:>9} rank-based overhead over proportional: {100 * overhead:+.0f}%")
-        rows[-1]["overhead_vs_proportional"] = rows[-2]["overhead_vs_proportional"] = round(overhead, 3)
+        for row in rows[-2:]:
+            row["rank_overhead_vs_proportional"] = round(overhead, 3)
     out = output_dir("per", "benchmarks")
-    with open(out / "replay.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[-1]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out / "replay.csv", rows)
     provenance.write(
         out, "replay.provenance.json", config={"sizes": FLAGS.sizes, "iterations": FLAGS.iterations,
         "batch_size": FLAGS.batch_size}, seeds=[0], frames=None, wall_time_s=time.time() - start, scale="benchmark",

@@ -8,7 +8,9 @@ quick run never replaces the outputs of a longer one.
 
 from __future__ import annotations
 
+import csv
 import pathlib
+from typing import Sequence
 
 import common  # noqa: F401  (quiets TensorFlow before it loads)
 
@@ -30,3 +32,11 @@ def output_dir(paper: str, profile: str | None) -> pathlib.Path:
     directory = RESULTS / paper / profile if profile else RESULTS / paper
     directory.mkdir(parents=True, exist_ok=True)
     return directory
+
+
+def write_csv(path: pathlib.Path, rows: Sequence[dict]) -> None:
+    """Writes `rows` (dicts with the same keys) as a CSV with a header."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)

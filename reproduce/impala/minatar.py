@@ -120,11 +120,8 @@ def main(argv: list[str]) -> None:
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "minatar.png", dpi=110)
-    for name, table in (("minatar.csv", rows), ("minatar_curves.csv", curves)):
-        with open(out / name, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(table[0]))
-            writer.writeheader()
-            writer.writerows(table)
+    reproduce.write_csv(out / "minatar.csv", rows)
+    reproduce.write_csv(out / "minatar_curves.csv", curves)
     wins = sum(r["at_or_above_ac"] for r in rows)
     lines = [
         f"# IMPALA on MinAtar ({FLAGS.profile} profile: {frames:,} frames per game, seed {FLAGS.seed})",

@@ -21,7 +21,6 @@ Writes `results/impala/<profile>/vtrace_operator.{csv,md,png}` and provenance.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import time
 
@@ -244,10 +243,7 @@ def main(argv: list[str]) -> None:
     rng = np.random.default_rng(FLAGS.seed)
     rows = [row for i in range(study.num_mdps) for row in analyse(random_mdp(rng, study), study, i)]
     out = reproduce.output_dir("impala", FLAGS.profile)
-    with open(out / "vtrace_operator.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    reproduce.write_csv(out / "vtrace_operator.csv", rows)
     lines = summarise(rows, study)
     (out / "vtrace_operator.md").write_text("\n".join(lines) + "\n")
     plot(rows, study, out / "vtrace_operator.png")

@@ -14,7 +14,6 @@ cliffwalk_fig2.png and provenance.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import time
 
@@ -161,10 +160,7 @@ def main(argv: list[str]) -> None:
     seeds = [FLAGS.seed + i for i in range(FLAGS.seeds)]
     rows = run(FLAGS.profile, seeds)
     out = reproduce.output_dir("per", FLAGS.profile)
-    with open(out / "cliffwalk.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    reproduce.write_csv(out / "cliffwalk.csv", rows)
     plot(rows, ["fig1"], out / "cliffwalk_fig1.png", "PER Fig. 1: uniform vs oracle")
     plot(rows, ["fig2_left", "fig2_right"], out / "cliffwalk_fig2.png", "PER Fig. 2")
     lines = summarise(rows, FLAGS.profile, seeds)

@@ -41,10 +41,7 @@ def main(argv: list[str]) -> None:
     for row in published:
         value, count = recompute(row)
         rows.append({**row, "games_found": count, "recomputed": round(value, 4)})
-    with open(out / "published_tables.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    reproduce.write_csv(out / "published_tables.csv", rows)
     lines = [
         "# Published aggregates recomputed from per-game tables",
         "",
