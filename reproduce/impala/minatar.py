@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import csv
 import json
-import pathlib
-import subprocess
-import sys
 import time
 
 import matplotlib
@@ -35,6 +32,7 @@ import reproduce  # noqa: E402
 from common import cli, provenance  # noqa: E402
 from common.envs.minatar import GAMES  # noqa: E402
 from common.errors import UsageError  # noqa: E402
+from reproduce.impala import _runs  # noqa: E402
 
 reproduce.define_flags()
 flags.DEFINE_list("games", list(GAMES), "MinAtar games to run.")
@@ -42,35 +40,6 @@ FLAGS = flags.FLAGS
 
 FRAMES = {"quick": 100_000, "full": 5_000_000}
 CURVE_BIN_FRAMES = {"quick": 10_000, "full": 100_000}
-REPO = pathlib.Path(__file__).resolve().parents[2]
-
-
-def run_game(game: str, run_dir: pathlib.Path, frames: int, seed: int) -> None:
-    if (run_dir / "final.json").exists():
-        print(f"{game}: finished earlier, kept ({run_dir})", flush=True)
-        return
-    command = [
-        sys.executable, "-m", "impala.train", "--preset=minatar", f"--env=minatar:{game}",
-        f"--frames={frames}", f"--seed={seed}", f"--run_dir={run_dir}",
-    ]  # fmt: skip
-    if (run_dir / "config.json").exists():
-        command.append("--resume")
-    print(" ".join(command), flush=True)
-    subprocess.run(command, cwd=REPO, check=True)
-
-
-def read_episodes(run_dir: pathlib.Path) -> tuple[np.ndarray, np.ndarray]:
-    with open(run_dir / "episodes.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    return np.array([float(r["frames"]) for r in rows]), np.array([float(r["episode_return"]) for r in rows])
-
-
-def trailing_mean(x: np.ndarray, window: int) -> np.ndarray:
-    """Mean of the last `window` values (fewer at the start) at each index."""
-    sums = np.concatenate([[0.0], np.cumsum(x)])
-    end = np.arange(1, len(x) + 1)
-    begin = np.maximum(0, end - window)
-    return (sums[end] - sums[begin]) / (end - begin)
 
 
 def published() -> dict[str, dict[str, float]]:
@@ -84,17 +53,20 @@ def main(argv: list[str]) -> None:
     if unknown:
         raise UsageError(f"unknown minatar game(s) {unknown}; accepted: {', '.join(GAMES)}")
     frames = FRAMES[FLAGS.profile]
-    runs = REPO / "runs" / "reproduce" / f"impala_minatar_{FLAGS.profile}"
-    for game in FLAGS.games:
-        run_game(game, runs / game, frames, FLAGS.seed)
+    runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"impala_minatar_{FLAGS.profile}"
+    finals = {
+        game: _runs.train(runs / game, ["--preset=minatar", f"--env=minatar:{game}", f"--frames={frames}",
+                                        f"--seed={FLAGS.seed}"])
+        for game in FLAGS.games
+    }  # fmt: skip
 
     reference = published()
     out = reproduce.output_dir("impala", FLAGS.profile)
     rows, curves = [], []
     fig, axes = plt.subplots(1, len(FLAGS.games), figsize=(4 * len(FLAGS.games), 3.4), squeeze=False)
     for ax, game in zip(axes[0], FLAGS.games):
-        episode_frames, returns = read_episodes(runs / game)
-        final = json.loads((runs / game / "final.json").read_text())
+        episode_frames, returns = _runs.read_episodes(runs / game)
+        final = finals[game]
         ours = float(np.mean(returns[-100:]))
         ac = reference[game]["ac_lambda_0.8"]
         rows.append({
@@ -102,17 +74,8 @@ def main(argv: list[str]) -> None:
             "impala_last100": round(ours, 2), "ac_lambda_0.8": ac, "dqn": reference[game]["dqn"],
             "at_or_above_ac": ours >= ac, "seed": FLAGS.seed,
         })  # fmt: skip
-        bins = np.arange(0, final["frames"] + CURVE_BIN_FRAMES[FLAGS.profile], CURVE_BIN_FRAMES[FLAGS.profile])
-        index = np.digitize(episode_frames, bins)
-        for b in np.unique(index):
-            curves.append(
-                {
-                    "game": game,
-                    "frames": int(bins[b - 1]),
-                    "mean_return": round(float(returns[index == b].mean()), 3),
-                }
-            )
-        ax.plot(episode_frames, trailing_mean(returns, 100), lw=1, label="IMPALA (ours)")
+        curves += _runs.binned_curve(game, episode_frames, returns, final["frames"], CURVE_BIN_FRAMES[FLAGS.profile])
+        ax.plot(episode_frames, _runs.trailing_mean(returns, 100), lw=1, label="IMPALA (ours)")
         ax.axhline(ac, color="C1", ls="--", label="AC(λ=0.8), 5M")
         ax.axhline(reference[game]["dqn"], color="C2", ls=":", label="DQN, 5M")
         ax.set(title=game, xlabel="frames")
@@ -144,7 +107,7 @@ def main(argv: list[str]) -> None:
     provenance.write(
         out, "minatar.provenance.json", config=configs, seeds=[FLAGS.seed], frames=frames * len(FLAGS.games),
         wall_time_s=time.time() - start, scale=f"reduced ({FLAGS.profile}): MinAtar, 1 seed per game",
-        extra={"runs": {g: json.loads((runs / g / "final.json").read_text()) for g in FLAGS.games}},
+        extra={"runs": finals},
     )  # fmt: skip
     print("\n".join(lines))
 

@@ -1,0 +1,56 @@
+"""Helpers for reproduce scripts that drive `python -m impala.train` runs.
+
+A study keeps its runs under runs/reproduce/<study>_<profile>/<name>: a finished
+run (with final.json) is kept, a started one is resumed, so an interrupted
+study continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+
+from reproduce import REPO_ROOT
+
+
+def train(run_dir: pathlib.Path, flags: list[str]) -> dict:
+    """Runs (or resumes, or keeps) one training run; returns its final.json."""
+    if not (run_dir / "final.json").exists():
+        command = [sys.executable, "-m", "impala.train", *flags, f"--run_dir={run_dir}"]
+        if (run_dir / "config.json").exists():
+            command.append("--resume")
+        print(" ".join(command), flush=True)
+        subprocess.run(command, cwd=REPO_ROOT, check=True)
+    else:
+        print(f"{run_dir.name}: finished earlier, kept ({run_dir})", flush=True)
+    return json.loads((run_dir / "final.json").read_text())
+
+
+def read_episodes(run_dir: pathlib.Path) -> tuple[np.ndarray, np.ndarray]:
+    """Frames at which training episodes ended, and their returns."""
+    with open(run_dir / "episodes.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return np.array([float(r["frames"]) for r in rows]), np.array([float(r["episode_return"]) for r in rows])
+
+
+def trailing_mean(x: np.ndarray, window: int) -> np.ndarray:
+    """Mean of the last `window` values (fewer at the start) at each index."""
+    sums = np.concatenate([[0.0], np.cumsum(x)])
+    end = np.arange(1, len(x) + 1)
+    begin = np.maximum(0, end - window)
+    return (sums[end] - sums[begin]) / (end - begin)
+
+
+def binned_curve(name: str, frames: np.ndarray, returns: np.ndarray, total: int, bin_frames: int) -> list[dict]:
+    """Mean training return per `bin_frames` frames, as CSV rows."""
+    bins = np.arange(0, total + bin_frames, bin_frames)
+    index = np.digitize(frames, bins)
+    return [
+        {"run": name, "frames": int(bins[b - 1]), "mean_return": round(float(returns[index == b].mean()), 3)}
+        for b in np.unique(index)
+    ]
