@@ -28,6 +28,23 @@ def _git(*args: str) -> str:
         return "unknown"
 
 
+def _git_state() -> dict[str, Any]:
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": _git("rev-parse", "HEAD"), "dirty": bool(status) if status != "unknown" else "unknown"}
+
+
+# The code a run used is the code at its start: taken when the entry point
+# imports this module, before any long computation.
+_AT_START = _git_state()
+
+
+def _command() -> str:
+    """The command as a user would type it (`python -m package.module ...`)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    program = ["-m", spec.name.removesuffix(".__main__")] if spec is not None else [sys.argv[0]]
+    return " ".join(shlex.quote(a) for a in ["python", *program, *sys.argv[1:]])
+
+
 def machine() -> dict[str, Any]:
     """Cores, memory and accelerator of this machine."""
     memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
@@ -50,12 +67,13 @@ def record(
     scale: str,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A provenance dict. `scale` says whether the run is paper-scale or reduced."""
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    """A provenance dict. `scale` says whether the run is paper-scale or reduced.
+
+    `commit` and `dirty` describe the working tree when the run started.
+    """
     return {
-        "commit": _git("rev-parse", "HEAD"),
-        "dirty": bool(status) if status != "unknown" else "unknown",
-        "command": " ".join(shlex.quote(a) for a in [sys.executable.rsplit("/", 1)[-1], *sys.argv]),
+        **_AT_START,
+        "command": _command(),
         "config": config,
         "seeds": seeds,
         "frames": frames,
