@@ -14,6 +14,7 @@ learned from as step 0 of the next unroll.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import tensorflow as tf
@@ -41,12 +42,20 @@ def entropy(logits: tf.Tensor) -> tf.Tensor:
 
 
 class Learner(tf.Module):
-    """Owns the network's optimizer state and counters (all checkpointable)."""
+    """Owns the network's optimizer state and counters (all checkpointable).
 
-    def __init__(self, config: ImpalaConfig, network: ActorCritic):
+    With a `tf.distribute` strategy (e.g. `MirroredStrategy` over the GPUs of
+    one machine), each replica computes the loss and gradients of its slice of
+    the batch under XLA, the gradients are all-reduced, and every replica
+    applies the same update. Build the network and call `build` inside
+    `variable_scope(strategy)` so the variables are mirrored.
+    """
+
+    def __init__(self, config: ImpalaConfig, network: ActorCritic, strategy: tf.distribute.Strategy | None = None):
         super().__init__(name="learner")
         self.config = config
         self.network = network
+        self.strategy = strategy
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps")
         self.frames = tf.Variable(0, dtype=tf.int64, trainable=False, name="frames")
         self._optimizer = None
@@ -69,14 +78,26 @@ class Learner(tf.Module):
         self.network.unroll(observations, _time_major(batch["first"]), self._initial_state(batch))
         self.optimizer  # noqa: B018
 
+    @property
+    def frame_count(self) -> int:
+        return int(self.frames.numpy())
+
+    @property
+    def step_count(self) -> int:
+        return int(self.steps.numpy())
+
     def learning_rate(self) -> float:
         """The learning rate, annealed linearly to 0 over the frame budget (App. G)."""
-        progress = min(float(self.frames.numpy()) / self.config.total_frames, 1.0)
+        progress = min(self.frame_count / self.config.total_frames, 1.0)
         return self.config.learning_rate * (1.0 - progress)
 
     def step(self, batch: dict[str, Any]) -> dict[str, float]:
         """One update; returns the losses and diagnostics as floats."""
-        metrics = self._train_step(batch, tf.constant(self.learning_rate(), tf.float32))
+        learning_rate = tf.constant(self.learning_rate(), tf.float32)
+        if self.strategy is None:
+            metrics = self._train_step(batch, learning_rate)
+        else:
+            metrics = self._distributed_step(self._split(batch), learning_rate)
         self.steps.assign_add(1)
         self.frames.assign_add(self._frames_per_batch)
         return {k: float(v) for k, v in metrics.items()}
@@ -88,6 +109,11 @@ class Learner(tf.Module):
 
     @tf.function(jit_compile=True)
     def _train_step(self, batch: dict[str, tf.Tensor], learning_rate: tf.Tensor) -> dict[str, tf.Tensor]:
+        gradients, metrics = self._loss_and_gradients(batch)
+        return self._apply(gradients, metrics, learning_rate)
+
+    def _loss_and_gradients(self, batch: dict[str, tf.Tensor]) -> tuple[list[tf.Tensor], dict[str, tf.Tensor]]:
+        """The V-trace actor-critic loss of IMPALA §4.2 and its gradients."""
         c = self.config
         reduce = tf.reduce_sum if c.loss_reduction == "sum" else tf.reduce_mean
         b = {k: _time_major(v) for k, v in batch.items() if k != "core_state"}
@@ -107,21 +133,67 @@ class Learner(tf.Module):
             baseline_loss = reduce(0.5 * tf.square(targets.vs - values))
             entropy_bonus = reduce(entropy(logits))
             loss = pg_loss + c.baseline_cost * baseline_loss - c.entropy_cost * entropy_bonus
-        variables = self.network.trainable_variables
-        gradients = tape.gradient(loss, variables)
-        gradient_norm = tf.linalg.global_norm(gradients)
-        if c.max_grad_norm:
-            gradients, _ = tf.clip_by_global_norm(gradients, c.max_grad_norm, use_norm=gradient_norm)
-        self.optimizer.apply(gradients, learning_rate)
-        return {
+        metrics = {
             "loss": loss,
             "pg_loss": pg_loss,
             "baseline_loss": baseline_loss,
             "entropy": tf.reduce_mean(entropy(logits)),
-            "gradient_norm": gradient_norm,
             "mean_rho": tf.reduce_mean(tf.exp(targets.log_rhos)),
-            "learning_rate": learning_rate,
         }
+        return tape.gradient(loss, self.network.trainable_variables), metrics
+
+    def _apply(self, gradients, metrics: dict[str, tf.Tensor], learning_rate: tf.Tensor) -> dict[str, tf.Tensor]:
+        gradient_norm = tf.linalg.global_norm(gradients)
+        if self.config.max_grad_norm:
+            gradients, _ = tf.clip_by_global_norm(gradients, self.config.max_grad_norm, use_norm=gradient_norm)
+        self.optimizer.apply(gradients, learning_rate)
+        return {**metrics, "gradient_norm": gradient_norm, "learning_rate": learning_rate}
+
+    # Several replicas (tf.distribute). ----------------------------------------
+
+    def _split(self, batch: dict[str, tf.Tensor]):
+        """Each replica's slice of the batch (B must divide by the replica count)."""
+        replicas = self.strategy.num_replicas_in_sync
+
+        def slice_for(context):
+            return tf.nest.map_structure(lambda x: tf.split(x, replicas)[context.replica_id_in_sync_group], batch)
+
+        return self.strategy.experimental_distribute_values_from_function(slice_for)
+
+    @tf.function
+    def _distributed_step(self, batch, learning_rate: tf.Tensor) -> dict[str, tf.Tensor]:
+        # A summed loss sums the replicas' gradients; an averaged one averages them.
+        combine = tf.distribute.ReduceOp.SUM if self.config.loss_reduction == "sum" else tf.distribute.ReduceOp.MEAN
+
+        def replica_step(batch, learning_rate):
+            gradients, metrics = tf.function(self._loss_and_gradients, jit_compile=True)(batch)
+            context = tf.distribute.get_replica_context()
+            gradients = context.all_reduce(combine, gradients)
+            metrics = {k: context.all_reduce(combine, v) for k, v in metrics.items()}
+            return self._apply(gradients, metrics, learning_rate)
+
+        metrics = self.strategy.run(replica_step, args=(batch, learning_rate))
+        return {k: self.strategy.experimental_local_results(v)[0] for k, v in metrics.items()}
+
+
+def variable_scope(strategy: tf.distribute.Strategy | None):
+    """Where to create the network and learner: mirrored variables for a strategy.
+
+    Variables are created with ONLY_FIRST_REPLICA aggregation: every replica
+    computes the same all-reduced update, so the first replica's is applied to
+    all copies.
+    """
+    if strategy is None:
+        return contextlib.nullcontext()
+
+    def mirrored(next_creator, **kwargs):
+        kwargs.setdefault("aggregation", tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        return next_creator(**kwargs)
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(strategy.scope())
+    stack.enter_context(tf.variable_creator_scope(mirrored))
+    return stack
 
 
 def _time_major(x: tf.Tensor) -> tf.Tensor:

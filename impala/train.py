@@ -38,7 +38,7 @@ from common.errors import UsageError
 from impala import networks, trajectories
 from impala.actor import Actor
 from impala.config import PRESETS, ImpalaConfig
-from impala.learner import Learner
+from impala.learner import Learner, variable_scope
 
 ROLES = ("all", "server", "learner", "actor")
 
@@ -59,6 +59,13 @@ flags.DEFINE_integer("port", 0, "Port of the Reverb server this process starts (
 flags.DEFINE_integer("actor_id", 0, "This actor's index (actor role).")
 flags.DEFINE_integer("incarnation", 0, "How many times this actor was restarted (seeds differ).")
 flags.DEFINE_float("connect_timeout_s", 30.0, "How long to wait for a Reverb server before giving up.")
+flags.DEFINE_enum(
+    "distribute", "none", ["none", "mirrored"],
+    "mirrored: one synchronous learner replica per visible GPU (tf.distribute.MirroredStrategy).",
+)  # fmt: skip
+flags.DEFINE_integer(
+    "simulated_cpu_devices", 0, "Split the CPU into N logical devices for --distribute (tests without GPUs)."
+)
 FLAGS = flags.FLAGS
 
 
@@ -115,6 +122,25 @@ def build_agent(config: ImpalaConfig):
         state_spec = tf.nest.map_structure(lambda s: tf.TensorSpec(s.shape[1:], s.dtype), network.initial_state(1))
     network.step(tf.zeros((1, *shape), dtype), tf.zeros((1,), tf.bool), network.initial_state(1))
     return network, trajectories.step_spec(shape, dtype, num_actions, state_spec)
+
+
+def learner_strategy(config: ImpalaConfig) -> tf.distribute.Strategy | None:
+    """The learner's tf.distribute strategy for --distribute, or None."""
+    if FLAGS.distribute == "none":
+        return None
+    if FLAGS.simulated_cpu_devices:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * FLAGS.simulated_cpu_devices
+        )
+        devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    else:
+        devices = [d.name for d in tf.config.list_logical_devices("GPU")]
+    if not devices:
+        raise UsageError("--distribute mirrored found no GPU; use --simulated_cpu_devices N to try it on CPU")
+    if config.batch_size % len(devices):
+        raise UsageError(f"batch_size={config.batch_size} must divide evenly over {len(devices)} learner replicas")
+    return tf.distribute.MirroredStrategy(devices)
 
 
 # Roles. ---------------------------------------------------------------------
@@ -197,14 +223,16 @@ def train(
     config: ImpalaConfig, directory: pathlib.Path, client: reverb.Client, address: str, start_actors: bool
 ) -> int:
     """The learner loop. Returns the process exit status."""
-    network, spec = build_agent(config)
-    learner = Learner(config, network)
-    learner.build({k: tf.zeros([1, config.unroll_length + 1, *s.shape], s.dtype) for k, s in spec.items()})
+    strategy = learner_strategy(config)
+    with variable_scope(strategy):
+        network, spec = build_agent(config)
+        learner = Learner(config, network, strategy)
+        learner.build({k: tf.zeros([1, config.unroll_length + 1, *s.shape], s.dtype) for k, s in spec.items()})
     checkpoint = tf.train.Checkpoint(learner=learner)
     manager = tf.train.CheckpointManager(checkpoint, directory / "checkpoints", max_to_keep=3)
     if manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        print(f"resumed from {manager.latest_checkpoint}: step {int(learner.steps)}, frames {int(learner.frames):,}")
+        print(f"resumed from {manager.latest_checkpoint}: step {learner.step_count}, frames {learner.frame_count:,}")
     else:
         manager.save(checkpoint_number=0)
     reverb_utils.publish(client, network.trainable_variables)
@@ -215,22 +243,22 @@ def train(
         (directory / "actor_pids").write_text(" ".join(map(str, supervisor.pids())) + "\n")
     episodes = run_dir.EpisodeLog(directory)
     writer = run_dir.summary_writer(directory)
-    progress = run_dir.Progress(config.total_frames, int(learner.frames), config.log_every_s)
+    progress = run_dir.Progress(config.total_frames, learner.frame_count, config.log_every_s)
     iterator = iter(trajectories.dataset(address, spec, config.unroll_length, config.batch_size))
     last_checkpoint, start = time.monotonic(), time.time()
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     status = 0
     try:
-        while int(learner.frames) < config.total_frames:
+        while learner.frame_count < config.total_frames:
             batch = next(iterator)
             metrics = learner.step(batch)
             if not math.isfinite(metrics["loss"]):
                 raise NonFiniteLossError(
-                    f"non-finite loss ({metrics['loss']}) at learner step {int(learner.steps)}; stopped without "
+                    f"non-finite loss ({metrics['loss']}) at learner step {learner.step_count}; stopped without "
                     f"saving, the last good checkpoint is {manager.latest_checkpoint}"
                 )
             reverb_utils.publish(client, network.trainable_variables)
-            frames = int(learner.frames)
+            frames = learner.frame_count
             for episode_return, length in trajectories.finished_episodes(
                 {k: batch[k].numpy() for k in ("episode_return", "episode_length")}
             ):
@@ -238,7 +266,7 @@ def train(
             if progress.due():
                 queue = client.server_info()[trajectories.QUEUE_TABLE].current_size
                 print(progress.line(
-                    frames, int(learner.steps), queue=f"{queue}/{config.queue_size}",
+                    frames, learner.step_count, queue=f"{queue}/{config.queue_size}",
                     episodes=str(episodes.count), **{"return(100)": f"{episodes.mean_recent():.2f}"},
                     loss=f"{metrics['loss']:.3g}",
                 ), flush=True)  # fmt: skip
@@ -249,19 +277,19 @@ def train(
                     tf.summary.scalar("reverb/queue_size", queue)
                 episodes.flush()
             if time.monotonic() - last_checkpoint >= config.checkpoint_every_s:
-                manager.save(checkpoint_number=int(learner.steps))
+                manager.save(checkpoint_number=learner.step_count)
                 last_checkpoint = time.monotonic()
-        manager.save(checkpoint_number=int(learner.steps))
+        manager.save(checkpoint_number=learner.step_count)
         (directory / "final.json").write_text(json.dumps({
-            "frames": int(learner.frames), "learner_steps": int(learner.steps), "episodes": episodes.count,
+            "frames": learner.frame_count, "learner_steps": learner.step_count, "episodes": episodes.count,
             "mean_return_last_100": episodes.mean_recent(), "wall_time_s": round(time.time() - start, 1),
             "actor_restarts": supervisor.restarts if supervisor else 0,
         }, indent=2) + "\n")  # fmt: skip
-        print(f"done: {int(learner.frames):,} frames, {int(learner.steps)} learner steps, "
+        print(f"done: {learner.frame_count:,} frames, {learner.step_count} learner steps, "
               f"{episodes.count} episodes, mean return(100) {episodes.mean_recent():.2f}")  # fmt: skip
     except KeyboardInterrupt:
-        manager.save(checkpoint_number=int(learner.steps))
-        print(f"interrupted: saved checkpoint at step {int(learner.steps)}; continue with --resume", flush=True)
+        manager.save(checkpoint_number=learner.step_count)
+        print(f"interrupted: saved checkpoint at step {learner.step_count}; continue with --resume", flush=True)
     except NonFiniteLossError as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         status = 1

@@ -1,0 +1,75 @@
+"""The tf.distribute learner: the same update as one device, on simulated CPU devices."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+# Logical devices must be set up before TensorFlow starts, hence a subprocess.
+EQUIVALENCE = """
+import json, numpy as np, tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from impala import networks
+from impala.config import PRESETS
+from impala.learner import Learner, variable_scope
+config = PRESETS["toy"]
+rng = np.random.default_rng(0)
+B, T1 = config.batch_size, config.unroll_length + 1
+batches = [{
+    "observation": tf.constant(rng.integers(0, 2, (B, T1, 10, 5, 1)), tf.uint8),
+    "first": tf.constant(rng.random((B, T1)) < 0.1),
+    "action": tf.constant(rng.integers(3, size=(B, T1)), tf.int32),
+    "behaviour_logits": tf.constant(rng.standard_normal((B, T1, 3)), tf.float32),
+    "reward": tf.constant(rng.standard_normal((B, T1)), tf.float32),
+    "terminal": tf.constant(rng.random((B, T1)) < 0.1),
+} for _ in range(3)]
+results = []
+for strategy in (None, tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])):
+    with variable_scope(strategy):
+        learner = Learner(config, networks.make(config, 3), strategy)
+        learner.build(batches[0])
+    for i, v in enumerate(learner.network.trainable_variables):
+        v.assign(tf.random.stateless_normal(v.shape, [1, i]) * 0.1)
+    losses = [learner.step(b)["loss"] for b in batches]
+    results.append((losses, [v.numpy() for v in learner.network.trainable_variables]))
+(single_losses, single), (mirrored_losses, mirrored) = results
+print(json.dumps({"losses": [single_losses, mirrored_losses],
+                  "max_difference": float(max(np.abs(a - b).max() for a, b in zip(single, mirrored)))}))
+"""
+
+
+def test_mirrored_learner_makes_the_single_device_update():
+    result = subprocess.run([sys.executable, "-c", EQUIVALENCE], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    single, mirrored = report["losses"]
+    assert single == pytest.approx(mirrored, rel=1e-5)
+    assert single[0] != single[-1]  # The parameters moved.
+    assert report["max_difference"] < 1e-5
+
+
+def train(*args):
+    command = [sys.executable, "-m", "impala.train", "--preset=toy", "--distribute=mirrored", *args]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_train_with_two_simulated_devices(tmp_path):
+    result = train("--simulated_cpu_devices=2", "--frames=30000", f"--run_dir={tmp_path / 'run'}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads((tmp_path / "run" / "final.json").read_text())["frames"] >= 30_000
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [([], "found no GPU"), (["--simulated_cpu_devices=3"], "batch_size=16 must divide evenly over 3")],
+)
+def test_distribute_bad_input(tmp_path, args, fragment):
+    result = train(*args, f"--run_dir={tmp_path / 'run'}")
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert result.returncode == 2 and len(errors) == 1 and fragment in errors[0], result.stderr
