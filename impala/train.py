@@ -32,7 +32,7 @@ import reverb
 import tensorflow as tf
 from absl import flags
 
-from common import cli, envs, reverb_utils, run_dir
+from common import cli, envs, provenance, reverb_utils, run_dir
 from common import config as config_lib
 from common.errors import UsageError
 from impala import networks, trajectories
@@ -332,6 +332,10 @@ def main(argv: list[str]) -> None:
     else:
         address = FLAGS.replay_address
     client = reverb_utils.connect(address, FLAGS.connect_timeout_s)
+    provenance.write(
+        directory, config=dataclasses.asdict(config), seeds=[config.seed], frames=config.total_frames,
+        wall_time_s=0.0, scale="training run", extra={"role": FLAGS.role, "resumed": FLAGS.resume},
+    )  # fmt: skip
     print(f"run directory {directory}; Reverb at {address}; {config.num_actors} actors x {config.envs_per_actor} envs")
     status = train(config, directory, client, address, start_actors=FLAGS.role == "all")
     sys.stdout.flush()

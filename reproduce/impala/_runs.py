@@ -31,6 +31,12 @@ def train(run_dir: pathlib.Path, flags: list[str]) -> dict:
     return json.loads((run_dir / "final.json").read_text())
 
 
+def run_provenance(run_dir: pathlib.Path) -> dict | None:
+    """The provenance the training run recorded when it (last) started."""
+    path = run_dir / "provenance.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 def read_episodes(run_dir: pathlib.Path) -> tuple[np.ndarray, np.ndarray]:
     """Frames at which training episodes ended, and their returns."""
     with open(run_dir / "episodes.csv", newline="") as f:

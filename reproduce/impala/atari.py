@@ -119,7 +119,8 @@ def main(argv: list[str]) -> None:
     provenance.write(
         out, "atari.provenance.json", config=configs,
         seeds=[FLAGS.seed], frames=frames * len(FLAGS.games), wall_time_s=time.time() - start,
-        scale=f"reduced: {frames:,} of {PAPER_FRAMES:,} frames", extra={"runs": finals, "eval_episodes": episodes},
+        scale=f"reduced: {frames:,} of {PAPER_FRAMES:,} frames", extra={"runs": finals, "eval_episodes": episodes,
+               "run_provenance": {g: _runs.run_provenance(runs / g) for g in FLAGS.games}},
     )  # fmt: skip
     print("\n".join(lines))
 

@@ -107,7 +107,7 @@ def main(argv: list[str]) -> None:
     provenance.write(
         out, "minatar.provenance.json", config=configs, seeds=[FLAGS.seed], frames=frames * len(FLAGS.games),
         wall_time_s=time.time() - start, scale=f"reduced ({FLAGS.profile}): MinAtar, 1 seed per game",
-        extra={"runs": finals},
+        extra={"runs": finals, "run_provenance": {g: _runs.run_provenance(runs / g) for g in FLAGS.games}},
     )  # fmt: skip
     print("\n".join(lines))
 
