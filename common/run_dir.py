@@ -56,13 +56,18 @@ class EpisodeLog:
 
     def __init__(self, run_dir: pathlib.Path, window: int = 100):
         self._path = run_dir / "episodes.csv"
+        self.recent = collections.deque(maxlen=window)
+        self.count = 0
         new = not self._path.exists()
+        if not new:  # A resumed run continues its statistics.
+            with open(self._path, newline="") as f:
+                for row in csv.DictReader(f):
+                    self.recent.append(float(row["episode_return"]))
+                    self.count += 1
         self._file = open(self._path, "a", newline="")
         self._writer = csv.writer(self._file)
         if new:
             self._writer.writerow(EPISODE_FIELDS)
-        self.recent = collections.deque(maxlen=window)
-        self.count = 0
 
     def add(self, frames: int, episode_return: float, episode_length: int, wall_time: float) -> None:
         self._writer.writerow((frames, f"{episode_return:.4g}", episode_length, f"{wall_time:.1f}"))

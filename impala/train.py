@@ -219,6 +219,26 @@ class ActorSupervisor:
                 process.kill()
 
 
+def log_progress(progress, learner: Learner, metrics, episodes, writer, client, config: ImpalaConfig) -> None:
+    """The progress line, TensorBoard scalars, and a flush of episodes.csv."""
+    queue = client.server_info()[trajectories.QUEUE_TABLE].current_size
+    frames = learner.frame_count
+    print(progress.line(
+        frames, learner.step_count, queue=f"{queue}/{config.queue_size}", episodes=str(episodes.count),
+        **{"return(100)": f"{episodes.mean_recent():.2f}"}, loss=f"{metrics['loss']:.3g}",
+    ), flush=True)  # fmt: skip
+    with writer.as_default(step=frames):
+        for name, value in metrics.items():
+            tf.summary.scalar(f"learner/{name}", value)
+        tf.summary.scalar("actors/mean_return_100", episodes.mean_recent())
+        tf.summary.scalar("reverb/queue_size", queue)
+    episodes.flush()
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def train(
     config: ImpalaConfig, directory: pathlib.Path, client: reverb.Client, address: str, start_actors: bool
 ) -> int:
@@ -246,7 +266,7 @@ def train(
     progress = run_dir.Progress(config.total_frames, learner.frame_count, config.log_every_s)
     iterator = iter(trajectories.dataset(address, spec, config.unroll_length, config.batch_size))
     last_checkpoint, start = time.monotonic(), time.time()
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _interrupt)  # A scheduler's stop is handled like Ctrl-C.
     status = 0
     try:
         while learner.frame_count < config.total_frames:
@@ -264,27 +284,17 @@ def train(
             ):
                 episodes.add(frames, episode_return, length, time.time() - start)
             if progress.due():
-                queue = client.server_info()[trajectories.QUEUE_TABLE].current_size
-                print(progress.line(
-                    frames, learner.step_count, queue=f"{queue}/{config.queue_size}",
-                    episodes=str(episodes.count), **{"return(100)": f"{episodes.mean_recent():.2f}"},
-                    loss=f"{metrics['loss']:.3g}",
-                ), flush=True)  # fmt: skip
-                with writer.as_default(step=frames):
-                    for name, value in metrics.items():
-                        tf.summary.scalar(f"learner/{name}", value)
-                    tf.summary.scalar("actors/mean_return_100", episodes.mean_recent())
-                    tf.summary.scalar("reverb/queue_size", queue)
-                episodes.flush()
+                log_progress(progress, learner, metrics, episodes, writer, client, config)
             if time.monotonic() - last_checkpoint >= config.checkpoint_every_s:
                 manager.save(checkpoint_number=learner.step_count)
                 last_checkpoint = time.monotonic()
         manager.save(checkpoint_number=learner.step_count)
-        (directory / "final.json").write_text(json.dumps({
+        final = {
             "frames": learner.frame_count, "learner_steps": learner.step_count, "episodes": episodes.count,
             "mean_return_last_100": episodes.mean_recent(), "wall_time_s": round(time.time() - start, 1),
             "actor_restarts": supervisor.restarts if supervisor else 0,
-        }, indent=2) + "\n")  # fmt: skip
+        }  # fmt: skip
+        (directory / "final.json").write_text(json.dumps(final, indent=2) + "\n")
         print(f"done: {learner.frame_count:,} frames, {learner.step_count} learner steps, "
               f"{episodes.count} episodes, mean return(100) {episodes.mean_recent():.2f}")  # fmt: skip
     except KeyboardInterrupt:
