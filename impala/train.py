@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import pathlib
 import signal
 import subprocess
@@ -67,6 +68,12 @@ flags.DEFINE_integer(
     "simulated_cpu_devices", 0, "Split the CPU into N logical devices for --distribute (tests without GPUs)."
 )
 FLAGS = flags.FLAGS
+
+
+# How long the learner waits in C++ for unrolls before returning to Python.
+SAMPLE_WAIT_MS = 2000
+# How long an actor keeps trying to reach a vanished Reverb server before it exits.
+ACTOR_PATIENCE_S = 30.0
 
 
 class NonFiniteLossError(RuntimeError):
@@ -162,10 +169,30 @@ def run_actor(config: ImpalaConfig, address: str) -> None:
     env = envs.make_batched(config.env, config.envs_per_actor, seed=seed % 2**31, **dict(config.env_options))
     network, spec = build_agent(config)
     actor = Actor(network, spec, env, client, config.unroll_length, seed=seed % 2**31)
+    threading.Thread(target=exit_when_server_gone, args=(client, ACTOR_PATIENCE_S), daemon=True).start()
     try:
         actor.run()
     except (reverb.errors.ReverbError, RuntimeError) as error:  # The server went away.
         print(f"actor {FLAGS.actor_id}: stopping, Reverb server gone ({type(error).__name__})", file=sys.stderr)
+
+
+def exit_when_server_gone(client: reverb.Client, patience_s: float, period_s: float = 5.0) -> None:
+    """Ends this actor process once the server has been unreachable for `patience_s`.
+
+    Reverb's writers retry a lost server forever, so without this an actor
+    whose learner died (or a finished multi-machine run) would never exit.
+    """
+    unreachable_since = None
+    while True:
+        time.sleep(period_s)
+        try:
+            client.server_info(timeout=int(period_s))
+            unreachable_since = None
+        except (reverb.errors.ReverbError, RuntimeError, ValueError):
+            unreachable_since = unreachable_since or time.monotonic()
+            if time.monotonic() - unreachable_since >= patience_s:
+                print(f"actor {FLAGS.actor_id}: Reverb server unreachable for {patience_s:.0f}s; exiting", flush=True)
+                os._exit(1)
 
 
 class ActorSupervisor:
@@ -235,10 +262,6 @@ def log_progress(progress, learner: Learner, metrics, episodes, writer, client, 
     episodes.flush()
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
 def train(
     config: ImpalaConfig, directory: pathlib.Path, client: reverb.Client, address: str, start_actors: bool
 ) -> int:
@@ -264,13 +287,19 @@ def train(
     episodes = run_dir.EpisodeLog(directory)
     writer = run_dir.summary_writer(directory)
     progress = run_dir.Progress(config.total_frames, learner.frame_count, config.log_every_s)
-    iterator = iter(trajectories.dataset(address, spec, config.unroll_length, config.batch_size))
+    iterator = trajectories.batches(address, spec, config.unroll_length, config.batch_size, wait_ms=SAMPLE_WAIT_MS)
     last_checkpoint, start = time.monotonic(), time.time()
-    signal.signal(signal.SIGTERM, _interrupt)  # A scheduler's stop is handled like Ctrl-C.
+    # Ctrl-C and a scheduler's SIGTERM ask the loop to stop between steps; raising
+    # from the handler could land inside a C++ call and turn into another error.
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
     status = 0
     try:
-        while learner.frame_count < config.total_frames:
+        while learner.frame_count < config.total_frames and not stop.is_set():
             batch = next(iterator)
+            if batch is None:  # No unrolls for a while; look at `stop` again.
+                continue
             metrics = learner.step(batch)
             if not math.isfinite(metrics["loss"]):
                 raise NonFiniteLossError(
@@ -289,17 +318,17 @@ def train(
                 manager.save(checkpoint_number=learner.step_count)
                 last_checkpoint = time.monotonic()
         manager.save(checkpoint_number=learner.step_count)
-        final = {
-            "frames": learner.frame_count, "learner_steps": learner.step_count, "episodes": episodes.count,
-            "mean_return_last_100": episodes.mean_recent(), "wall_time_s": round(time.time() - start, 1),
-            "actor_restarts": supervisor.restarts if supervisor else 0,
-        }  # fmt: skip
-        (directory / "final.json").write_text(json.dumps(final, indent=2) + "\n")
-        print(f"done: {learner.frame_count:,} frames, {learner.step_count} learner steps, "
-              f"{episodes.count} episodes, mean return(100) {episodes.mean_recent():.2f}")  # fmt: skip
-    except KeyboardInterrupt:
-        manager.save(checkpoint_number=learner.step_count)
-        print(f"interrupted: saved checkpoint at step {learner.step_count}; continue with --resume", flush=True)
+        if stop.is_set():
+            print(f"interrupted: saved checkpoint at step {learner.step_count}; continue with --resume", flush=True)
+        else:
+            final = {
+                "frames": learner.frame_count, "learner_steps": learner.step_count, "episodes": episodes.count,
+                "mean_return_last_100": episodes.mean_recent(), "wall_time_s": round(time.time() - start, 1),
+                "actor_restarts": supervisor.restarts if supervisor else 0,
+            }  # fmt: skip
+            (directory / "final.json").write_text(json.dumps(final, indent=2) + "\n")
+            print(f"done: {learner.frame_count:,} frames, {learner.step_count} learner steps, "
+                  f"{episodes.count} episodes, mean return(100) {episodes.mean_recent():.2f}")  # fmt: skip
     except NonFiniteLossError as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         status = 1
@@ -352,8 +381,6 @@ def main(argv: list[str]) -> None:
     sys.stderr.flush()
     # Reverb's in-process server and dataset threads do not always tear down
     # cleanly at interpreter exit; everything is saved, so leave at once.
-    import os
-
     os._exit(status)
 
 

@@ -73,8 +73,15 @@ class UnrollWriter:
             writer.close()
 
 
-def dataset(address: str, spec: dict[str, tf.TensorSpec], unroll_length: int, batch_size: int) -> tf.data.Dataset:
-    """Batches of B unrolls from the queue: each field [B, T + 1, ...]."""
+def dataset(
+    address: str, spec: dict[str, tf.TensorSpec], unroll_length: int, batch_size: int, timeout_ms: int = -1
+) -> tf.data.Dataset:
+    """Batches of B unrolls from the queue: each field [B, T + 1, ...].
+
+    With `timeout_ms` >= 0 the dataset ends when no unroll arrives for that
+    long, so a waiting caller regains control (and can handle signals); a
+    partial batch is then dropped.
+    """
     unroll = tf.nest.map_structure(lambda s: tf.TensorSpec([unroll_length + 1, *s.shape], s.dtype), spec)
     data = reverb.TrajectoryDataset(
         address,
@@ -82,8 +89,20 @@ def dataset(address: str, spec: dict[str, tf.TensorSpec], unroll_length: int, ba
         dtypes=tf.nest.map_structure(lambda s: s.dtype, unroll),
         shapes=tf.nest.map_structure(lambda s: s.shape, unroll),
         max_in_flight_samples_per_worker=2 * batch_size,
+        rate_limiter_timeout_ms=timeout_ms,
     )
-    return data.map(lambda sample: sample.data).batch(batch_size).prefetch(1)
+    return data.map(lambda sample: sample.data).batch(batch_size, drop_remainder=True).prefetch(1)
+
+
+def batches(address: str, spec: dict[str, tf.TensorSpec], unroll_length: int, batch_size: int, wait_ms: int):
+    """An endless iterator of batches, yielding None after each `wait_ms` without data.
+
+    A learner blocked in the dataset's C++ would never get back to Python to
+    notice a stop request while its queue is empty; the None lets it look.
+    """
+    while True:
+        yield from dataset(address, spec, unroll_length, batch_size, timeout_ms=wait_ms)
+        yield None
 
 
 def finished_episodes(batch: dict[str, np.ndarray]) -> list[tuple[float, int]]:

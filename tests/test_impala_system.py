@@ -43,6 +43,14 @@ def checkpoint_steps(run_dir):
     return sorted(int(p.name.split("-")[1].split(".")[0]) for p in (run_dir / "checkpoints").glob("ckpt-*.index"))
 
 
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def episodes_logged(run_dir):
     path = run_dir / "episodes.csv"
     return path.exists() and len(path.read_text().splitlines()) > 1
@@ -81,6 +89,8 @@ def test_killed_learner_resumes_from_its_last_checkpoint(tmp_path):
     wait_for(lambda: any(s > 0 for s in checkpoint_steps(run_dir)), what="a checkpoint after step 0")
     os.killpg(process.pid, signal.SIGKILL)  # The learner, its server and anything in its session.
     process.wait(timeout=30)
+    orphans = list(map(int, (run_dir / "actor_pids").read_text().split()))
+    wait_for(lambda: not any(alive(pid) for pid in orphans), timeout=120, what="orphaned actors to exit")
     saved = max(checkpoint_steps(run_dir))
     refused = train(f"--run_dir={run_dir}", "--frames=200000")
     assert refused.returncode == 2 and "already exists; pass --resume" in refused.stderr
@@ -162,4 +172,22 @@ def test_separate_server_learner_and_actor_roles(tmp_path):
     finally:
         for process in (actor, server, learner):
             if process and process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_ctrl_c_reaches_a_learner_waiting_on_an_empty_queue(tmp_path):
+    port = 19000 + os.getpid() % 1000
+    server = start("--role=server", f"--port={port}")
+    run_dir = tmp_path / "run"
+    learner = start("--role=learner", f"--replay_address=localhost:{port}", f"--run_dir={run_dir}")
+    try:
+        wait_for(lambda: len(checkpoint_steps(run_dir)) > 0, what="the learner to start")
+        time.sleep(3)  # Now blocked waiting for unrolls that never come.
+        learner.send_signal(signal.SIGINT)
+        output, _ = learner.communicate(timeout=60)
+        assert learner.returncode == 0 and "interrupted: saved checkpoint at step 0" in output, output
+    finally:
+        for process in (server, learner):
+            if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
