@@ -101,7 +101,14 @@ def main(argv: list[str]) -> None:
         f"| {'yes' if r['at_or_above_ac'] else 'no'} |"
         for r in rows
     ]
-    lines += ["", f"At or above AC(λ=0.8) on {wins} of {len(rows)} games."]
+    lines += ["", f"At or above AC(λ=0.8) on {wins} of {len(rows)} games.", "", "Code each run trained with:"]
+    for game in FLAGS.games:
+        recorded = _runs.run_provenance(runs / game)
+        lines.append(
+            f"- {game}: commit {recorded['commit'][:8]}{' (uncommitted edits)' if recorded['dirty'] else ''}"
+            if recorded
+            else f"- {game}: not recorded (trained before runs recorded their own provenance)"
+        )
     (out / "minatar.md").write_text("\n".join(lines) + "\n")
     configs = {g: json.loads((runs / g / "config.json").read_text()) for g in FLAGS.games}
     provenance.write(
