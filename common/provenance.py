@@ -29,7 +29,8 @@ def _git(*args: str) -> str:
 
 
 def _git_state() -> dict[str, Any]:
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    # Outputs under results/ are not code: rewriting them does not make a run dirty.
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")
     return {"commit": _git("rev-parse", "HEAD"), "dirty": bool(status) if status != "unknown" else "unknown"}
 
 
