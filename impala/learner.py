@@ -59,6 +59,8 @@ class Learner(tf.Module):
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps")
         self.frames = tf.Variable(0, dtype=tf.int64, trainable=False, name="frames")
         self._optimizer = None
+        # Per-replica loss and gradients, compiled once (used with a strategy).
+        self._replica_gradients = tf.function(self._loss_and_gradients, jit_compile=True)
         self._frames_per_batch = config.batch_size * config.unroll_length * config.frames_per_step
 
     @property
@@ -166,7 +168,7 @@ class Learner(tf.Module):
         combine = tf.distribute.ReduceOp.SUM if self.config.loss_reduction == "sum" else tf.distribute.ReduceOp.MEAN
 
         def replica_step(batch, learning_rate):
-            gradients, metrics = tf.function(self._loss_and_gradients, jit_compile=True)(batch)
+            gradients, metrics = self._replica_gradients(batch)
             context = tf.distribute.get_replica_context()
             gradients = context.all_reduce(combine, gradients)
             metrics = {k: context.all_reduce(combine, v) for k, v in metrics.items()}
