@@ -18,12 +18,14 @@ from impala.trajectories import UnrollWriter
 
 
 class Actor:
-    def __init__(self, network: ActorCritic, spec, env, client: reverb.Client, unroll_length: int, seed: int):
+    def __init__(
+        self, network: ActorCritic, spec, env, client: reverb.Client, unroll_length: int, seed: int, jit: bool
+    ):
         self._network, self._env, self._client = network, env, client
         self._length = unroll_length
         self._writer = UnrollWriter(client, spec, env.num_envs, unroll_length)
         self._seed = seed
-        self._policy = tf.function(self._policy_step, jit_compile=True)
+        self._policy = tf.function(self._policy_step, jit_compile=jit)
 
     def _policy_step(self, observation, first, state, seed):
         output, next_state = self._network.step(observation, first, state)

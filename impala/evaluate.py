@@ -51,14 +51,14 @@ def load(directory: pathlib.Path) -> tuple[ImpalaConfig, networks.ActorCritic, i
 
 def evaluate(config: ImpalaConfig, network: networks.ActorCritic, episodes: int, seed: int) -> list[float]:
     env = envs.make(config.env, seed=seed)  # Evaluation protocol: the env's defaults.
-    policy = tf.function(lambda o, f, s, k: network.step(o, f, s), jit_compile=True)
+    policy = tf.function(network.step, jit_compile=networks.xla_compiles_network(config.xla))
     rng = np.random.default_rng(seed)
     returns = []
     for _ in range(episodes):
         observation, _ = env.reset()
         state, first, total, done = network.initial_state(1), True, 0.0, False
         while not done:
-            output, state = policy(observation[None], tf.constant([first]), state, 0)
+            output, state = policy(observation[None], tf.constant([first]), state)
             probs = tf.nn.softmax(output.policy_logits[0]).numpy().astype(np.float64)
             action = int(rng.choice(len(probs), p=probs / probs.sum()))
             observation, reward, terminated, truncated, _ = env.step(action)

@@ -1,6 +1,7 @@
 """IMPALA's learner: V-trace actor-critic losses on batches of unrolls (§4.2).
 
-The compiled `_train_step` is maths only. `step` around it counts frames,
+The compiled `_update` is maths only (V-trace and the losses under XLA,
+the network under XLA too when `config.xla` says so). `step` around it counts frames,
 anneals the learning rate and returns numbers; the training loop in
 `impala/train.py` does the Reverb, logging and checkpoint side effects.
 
@@ -22,7 +23,9 @@ import tensorflow as tf
 from common.optimizers import RMSPropTF1
 from impala import vtrace
 from impala.config import ImpalaConfig
-from impala.networks import ActorCritic
+from impala.networks import ActorCritic, AgentOutput, xla_compiles_network
+
+LOSS_INPUTS = ("action", "behaviour_logits", "reward", "terminal")
 
 
 def clip_rewards(rewards: tf.Tensor, mode: str) -> tf.Tensor:
@@ -59,8 +62,12 @@ class Learner(tf.Module):
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps")
         self.frames = tf.Variable(0, dtype=tf.int64, trainable=False, name="frames")
         self._optimizer = None
-        # Per-replica loss and gradients, compiled once (used with a strategy).
-        self._replica_gradients = tf.function(self._loss_and_gradients, jit_compile=True)
+        # V-trace and the losses always run under XLA; the network too when
+        # config.xla asks for it (see XLA_MODES). Compiled once, here.
+        jit_network = xla_compiles_network(config.xla)
+        self._losses = tf.function(self._losses_from_outputs, jit_compile=True)
+        self._train_step = tf.function(self._update, jit_compile=jit_network)
+        self._replica_gradients = tf.function(self._loss_and_gradients, jit_compile=jit_network)
         self._frames_per_batch = config.batch_size * config.unroll_length * config.frames_per_step
 
     @property
@@ -109,40 +116,42 @@ class Learner(tf.Module):
             return ()
         return tf.nest.map_structure(lambda s: s[:, 0], batch["core_state"])
 
-    @tf.function(jit_compile=True)
-    def _train_step(self, batch: dict[str, tf.Tensor], learning_rate: tf.Tensor) -> dict[str, tf.Tensor]:
+    def _update(self, batch: dict[str, tf.Tensor], learning_rate: tf.Tensor) -> dict[str, tf.Tensor]:
         gradients, metrics = self._loss_and_gradients(batch)
         return self._apply(gradients, metrics, learning_rate)
 
     def _loss_and_gradients(self, batch: dict[str, tf.Tensor]) -> tuple[list[tf.Tensor], dict[str, tf.Tensor]]:
-        """The V-trace actor-critic loss of IMPALA §4.2 and its gradients."""
+        """The network's unroll, then the losses, and their gradients."""
+        b = {k: _time_major(v) for k, v in batch.items() if k != "core_state"}
+        with tf.GradientTape() as tape:
+            outputs, _ = self.network.unroll(b["observation"], b["first"], self._initial_state(batch))
+            metrics = self._losses({k: b[k] for k in LOSS_INPUTS}, outputs)
+        return tape.gradient(metrics["loss"], self.network.trainable_variables), metrics
+
+    def _losses_from_outputs(self, b: dict[str, tf.Tensor], outputs: AgentOutput) -> dict[str, tf.Tensor]:
+        """The V-trace actor-critic loss of IMPALA §4.2 (eq. 1 targets, §4.2 gradients), [T + 1, B] inputs."""
         c = self.config
         reduce = tf.reduce_sum if c.loss_reduction == "sum" else tf.reduce_mean
-        b = {k: _time_major(v) for k, v in batch.items() if k != "core_state"}
         actions = tf.cast(b["action"][:-1], tf.int32)
         rewards = clip_rewards(b["reward"][:-1], c.reward_clipping)
         discounts = c.discount * (1.0 - tf.cast(b["terminal"][:-1], tf.float32))
-        with tf.GradientTape() as tape:
-            outputs, _ = self.network.unroll(b["observation"], b["first"], self._initial_state(batch))
-            values, logits = outputs.baseline[:-1], outputs.policy_logits[:-1]
-            targets = vtrace.off_policy_targets(
-                c.correction, b["behaviour_logits"][:-1], logits, actions, discounts, rewards,
-                values, outputs.baseline[-1], c.clip_rho_threshold, c.clip_pg_rho_threshold,
-            )  # fmt: skip
-            epsilon = vtrace.EPSILON_CORRECTION if c.correction == "epsilon" else 0.0
-            log_probs = vtrace.action_log_probs(logits, actions, epsilon)
-            pg_loss = reduce(-log_probs * targets.pg_advantages)
-            baseline_loss = reduce(0.5 * tf.square(targets.vs - values))
-            entropy_bonus = reduce(entropy(logits))
-            loss = pg_loss + c.baseline_cost * baseline_loss - c.entropy_cost * entropy_bonus
-        metrics = {
-            "loss": loss,
+        values, logits = outputs.baseline[:-1], outputs.policy_logits[:-1]
+        targets = vtrace.off_policy_targets(
+            c.correction, b["behaviour_logits"][:-1], logits, actions, discounts, rewards,
+            values, outputs.baseline[-1], c.clip_rho_threshold, c.clip_pg_rho_threshold,
+        )  # fmt: skip
+        epsilon = vtrace.EPSILON_CORRECTION if c.correction == "epsilon" else 0.0
+        log_probs = vtrace.action_log_probs(logits, actions, epsilon)
+        pg_loss = reduce(-log_probs * targets.pg_advantages)
+        baseline_loss = reduce(0.5 * tf.square(targets.vs - values))
+        entropy_bonus = reduce(entropy(logits))
+        return {
+            "loss": pg_loss + c.baseline_cost * baseline_loss - c.entropy_cost * entropy_bonus,
             "pg_loss": pg_loss,
             "baseline_loss": baseline_loss,
             "entropy": tf.reduce_mean(entropy(logits)),
             "mean_rho": tf.reduce_mean(tf.exp(targets.log_rhos)),
         }
-        return tape.gradient(loss, self.network.trainable_variables), metrics
 
     def _apply(self, gradients, metrics: dict[str, tf.Tensor], learning_rate: tf.Tensor) -> dict[str, tf.Tensor]:
         gradient_norm = tf.linalg.global_norm(gradients)

@@ -147,6 +147,13 @@ class ActorCritic(snt.Module):
         return self._heads(features), state
 
 
+def xla_compiles_network(xla: str) -> bool:
+    """Whether the network runs under XLA for the config's `xla` mode."""
+    if xla == "auto":
+        return bool(tf.config.list_physical_devices("GPU"))
+    return xla == "all"
+
+
 def make(config, num_actions: int) -> ActorCritic:
     """The network for an `ImpalaConfig`, with the observation handling of its env."""
     family = config.env.split(":")[0]

@@ -168,7 +168,8 @@ def run_actor(config: ImpalaConfig, address: str) -> None:
     seed = int(np.random.SeedSequence([config.seed, FLAGS.actor_id, FLAGS.incarnation]).generate_state(1)[0])
     env = envs.make_batched(config.env, config.envs_per_actor, seed=seed % 2**31, **dict(config.env_options))
     network, spec = build_agent(config)
-    actor = Actor(network, spec, env, client, config.unroll_length, seed=seed % 2**31)
+    jit = networks.xla_compiles_network(config.xla)
+    actor = Actor(network, spec, env, client, config.unroll_length, seed=seed % 2**31, jit=jit)
     threading.Thread(target=exit_when_server_gone, args=(client, ACTOR_PATIENCE_S), daemon=True).start()
     try:
         actor.run()

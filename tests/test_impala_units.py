@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import reverb
 import tensorflow as tf
+from test_vtrace import reference_vtrace
 
 from common.errors import UsageError
 from impala import networks, trajectories
@@ -99,6 +100,53 @@ def test_learner_step_fits_a_fixed_batch_and_counts_frames():
     assert last["baseline_loss"] < first["baseline_loss"]
     assert int(learner.steps) == 31
     assert int(learner.frames) == 31 * TOY.batch_size * TOY.unroll_length
+
+
+def test_losses_match_the_papers_formulas():
+    """pg, baseline and entropy terms of §4.2 from a float64 V-trace reference (eq. 1)."""
+    config = dataclasses.replace(TOY, batch_size=4, unroll_length=5, reward_clipping="abs_one")
+    learner = _learner(config)
+    batch = _batch(config, np.random.default_rng(2))
+    b = {k: np.swapaxes(v.numpy(), 0, 1) for k, v in batch.items()}  # [T + 1, B, ...]
+    outputs, _ = learner.network.unroll(tf.constant(b["observation"]), tf.constant(b["first"]), ())
+    logits, values = outputs.policy_logits.numpy().astype(np.float64), outputs.baseline.numpy().astype(np.float64)
+    metrics = learner.step(batch)  # The metrics are those of the parameters before the update.
+
+    def log_softmax(x):
+        x = x - x.max(-1, keepdims=True)
+        return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+    actions = b["action"][:-1]
+    log_pi = np.take_along_axis(log_softmax(logits[:-1]), actions[..., None], -1)[..., 0]
+    log_mu = np.take_along_axis(log_softmax(b["behaviour_logits"][:-1]), actions[..., None], -1)[..., 0]
+    discounts = config.discount * (1.0 - b["terminal"][:-1])
+    rewards = np.clip(b["reward"][:-1], -1.0, 1.0)
+    vs, advantages = reference_vtrace(log_pi - log_mu, discounts, rewards, values[:-1], values[-1])
+    probs = np.exp(log_softmax(logits[:-1]))
+    entropies = -(probs * log_softmax(logits[:-1])).sum(-1)
+    expected = {
+        "pg_loss": np.sum(-log_pi * advantages),
+        "baseline_loss": np.sum(0.5 * (vs - values[:-1]) ** 2),
+        "entropy": np.mean(entropies),
+    }
+    expected["loss"] = (
+        expected["pg_loss"] + config.baseline_cost * expected["baseline_loss"]
+        - config.entropy_cost * np.sum(entropies)
+    )  # fmt: skip
+    for name, value in expected.items():
+        assert metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-5), name
+
+
+def test_xla_modes_make_the_same_update():
+    """Network under XLA or TF's graph executor: the same step to float32 precision."""
+    batch = _batch(TOY, np.random.default_rng(3))
+    learners = [_learner(dataclasses.replace(TOY, xla=mode)) for mode in ("all", "losses")]
+    for a, b in zip(*(learner.network.variables for learner in learners)):
+        b.assign(a)
+    metrics = [learner.step(batch) for learner in learners]
+    assert metrics[0]["loss"] == pytest.approx(metrics[1]["loss"], rel=1e-5)
+    for a, b in zip(*(learner.network.variables for learner in learners)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
 
 
 def test_checkpoint_round_trips_network_optimizer_and_counters(tmp_path):
