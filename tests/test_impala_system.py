@@ -118,6 +118,26 @@ def test_ctrl_c_saves_a_final_checkpoint_and_exits_cleanly(tmp_path):
             os.kill(pid, 0)
 
 
+def test_ctrl_c_on_a_reproduce_script_keeps_the_run_resumable(tmp_path):
+    """A terminal's Ctrl-C reaches the study script and its training run alike."""
+    run_dir = tmp_path / "run"
+    script = (
+        "import pathlib; from reproduce.impala import _runs; "
+        f"_runs.train(pathlib.Path({str(run_dir)!r}), ['--preset=toy', '--frames=1e7'])"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    wait_for(lambda: episodes_logged(run_dir), what="first episodes")
+    os.killpg(process.pid, signal.SIGINT)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 130, output
+    assert "interrupted: saved checkpoint at step" in output and "run the same command to resume" in output
+    assert "Traceback" not in output
+    assert max(checkpoint_steps(run_dir)) > 0 and not (run_dir / "final.json").exists()
+
+
 @pytest.mark.slow
 def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
     run_dir = tmp_path / "run"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import pathlib
+import signal
 import subprocess
 import sys
 
@@ -19,16 +20,33 @@ from reproduce import REPO_ROOT
 
 
 def train(run_dir: pathlib.Path, flags: list[str]) -> dict:
-    """Runs (or resumes, or keeps) one training run; returns its final.json."""
-    if not (run_dir / "final.json").exists():
-        command = [sys.executable, "-m", "impala.train", *flags, f"--run_dir={run_dir}"]
-        if (run_dir / "config.json").exists():
-            command.append("--resume")
-        print(" ".join(command), flush=True)
-        subprocess.run(command, cwd=REPO_ROOT, check=True)
-    else:
+    """Runs (or resumes, or keeps) one training run; returns its final.json.
+
+    Ctrl-C reaches the training run too, which saves a checkpoint and returns
+    without final.json; this process waits for it, then exits with status 130
+    and says how to continue.
+    """
+    final = run_dir / "final.json"
+    if final.exists():
         print(f"{run_dir.name}: finished earlier, kept ({run_dir})", flush=True)
-    return json.loads((run_dir / "final.json").read_text())
+        return json.loads(final.read_text())
+    command = [sys.executable, "-m", "impala.train", *flags, f"--run_dir={run_dir}"]
+    if (run_dir / "config.json").exists():
+        command.append("--resume")
+    print(" ".join(command), flush=True)
+    process = subprocess.Popen(command, cwd=REPO_ROOT)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        status = process.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if status:
+        print(f"error: training {run_dir} failed with exit status {status}", file=sys.stderr, flush=True)
+        sys.exit(status)
+    if not final.exists():
+        print(f"interrupted: {run_dir} keeps its checkpoint; run the same command to resume", flush=True)
+        sys.exit(130)
+    return json.loads(final.read_text())
 
 
 def run_provenance(run_dir: pathlib.Path) -> dict | None:
