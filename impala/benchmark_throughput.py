@@ -5,7 +5,9 @@
 Measured in the same run, on Pong with the shallow model (preset atari_shallow):
 
 1. raw env: ale-py's AtariVectorEnv stepping random actions (the ceiling);
-2. learner alone: learner steps on batches from a pre-filled Reverb queue;
+2. learner alone: learner steps on batches from a pre-filled Reverb queue, with
+   the network through TF's graph executor (`xla=losses`, what `auto` picks on
+   CPU) and, as the baseline, with the whole step under XLA (`xla=all`);
 3. end to end: `python -m impala.train --preset atari_shallow --actors K` for
    each K, read from its progress lines after a warm-up.
 
@@ -53,9 +55,10 @@ def raw_env_fps(seconds: float) -> float:
     return FRAME_SKIP * steps / (time.perf_counter() - start)
 
 
-def learner_fps(seconds: float) -> float:
+def learner_fps(seconds: float, xla: str) -> float:
     """Learner steps on real Reverb batches of random Pong-shaped unrolls."""
-    env = envs.make(CONFIG.env)
+    config = dataclasses.replace(CONFIG, xla=xla)
+    env = envs.make(config.env)
     shape, num_actions = env.observation_space.shape, int(env.action_space.n)
     spec = trajectories.step_spec(shape, tf.uint8, num_actions)
     batches = 8
@@ -64,8 +67,8 @@ def learner_fps(seconds: float) -> float:
     client = reverb.Client(address)
     rng = np.random.default_rng(0)
     writer = trajectories.UnrollWriter(client, spec, CONFIG.batch_size, CONFIG.unroll_length)
-    network = networks.make(CONFIG, num_actions)
-    learner = Learner(CONFIG, network)
+    network = networks.make(config, num_actions)
+    learner = Learner(config, network)
     dataset = iter(trajectories.dataset(address, spec, CONFIG.unroll_length, CONFIG.batch_size))
     n = CONFIG.batch_size
     frames, elapsed, first = 0, 0.0, True
@@ -126,14 +129,12 @@ def main(argv: list[str]) -> None:
     started = time.time()
     raw = raw_env_fps(FLAGS.seconds / 2)
     print(f"raw AtariVectorEnv ({FLAGS.raw_envs} envs, 2 threads): {raw:,.0f} frames/s", flush=True)
-    learner = learner_fps(FLAGS.seconds / 2)
-    print(
-        f"learner alone (B={CONFIG.batch_size}, T={CONFIG.unroll_length}, shallow): {learner:,.0f} frames/s", flush=True
-    )
-    rows = [
-        row(f"raw AtariVectorEnv, {FLAGS.raw_envs} envs", raw, raw),
-        row("learner alone, pre-filled queue", learner, raw),
-    ]
+    rows = [row(f"raw AtariVectorEnv, {FLAGS.raw_envs} envs", raw, raw)]
+    for xla, what in (("losses", "network on TF's executor"), ("all", "whole step under XLA")):
+        learner = learner_fps(FLAGS.seconds / 2, xla)
+        print(f"learner alone (B={CONFIG.batch_size}, T={CONFIG.unroll_length}, shallow, xla={xla}): "
+              f"{learner:,.0f} frames/s", flush=True)  # fmt: skip
+        rows.append(row(f"learner alone, pre-filled queue, {what} (xla={xla})", learner, raw))
     for actors in map(int, FLAGS.actors):
         fps = end_to_end_fps(actors, FLAGS.seconds)
         print(f"end to end, {actors} actor process(es) x {CONFIG.envs_per_actor} envs: {fps:,.0f} frames/s "
@@ -144,7 +145,8 @@ def main(argv: list[str]) -> None:
     lines = [
         "# IMPALA throughput on this machine (an analogue of IMPALA Table 1)",
         "",
-        "Pong, shallow model, preset atari_shallow; frames = 4 x agent steps. One run of",
+        "Pong, shallow model, preset atari_shallow (end to end with `xla=auto`, here `losses`: no GPU);",
+        "frames = 4 x agent steps. One run of",
         f"`python -m impala.benchmark_throughput --seconds {FLAGS.seconds}`; see the provenance file.",
         "",
         "| configuration | frames/s | fraction of raw env |",
