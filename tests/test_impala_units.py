@@ -186,6 +186,7 @@ def test_lstm_state_resets_at_episode_starts():
         ({"num_actors": 0}, "num_actors=0: must be >= 1"),
         ({"network": "resnet50"}, "unknown network 'resnet50'; accepted: shallow, deep"),
         ({"correction": "retrace"}, "accepted: vtrace, none, epsilon, one_step_is"),
+        ({"xla": "gpu"}, "unknown xla 'gpu'; accepted: auto, all, losses"),
         ({"env": "atari:pongg"}, "unknown atari name"),
         ({"env_options": (("colour", True),)}, "unknown toy option 'colour'"),
     ],
