@@ -101,13 +101,13 @@ def resolve_config() -> ImpalaConfig:
             overrides[name] = value
     if FLAGS.seed is not None:
         overrides["seed"] = FLAGS.seed
-    if FLAGS.env_option:
-        spec = overrides.get("env", config.env)
-        env_options = dict(config.env_options) if spec == config.env else {}
-        env_options.update(cli.parse_assignments(FLAGS.env_option, envs.option_fields(spec)))
-        overrides["env_options"] = tuple(sorted(env_options.items()))
-    if "env" in overrides and "env_options" not in overrides:
-        overrides["env_options"] = ()  # A preset's options belong to its own env family.
+    spec = overrides.get("env", config.env)
+    # A preset's env options (e.g. App. G's life-loss terminals) hold for every
+    # game of its env family and mean nothing to another family.
+    same_family = envs.parse(spec)[0] == envs.parse(config.env)[0]
+    env_options = dict(config.env_options) if same_family else {}
+    env_options.update(cli.parse_assignments(FLAGS.env_option, envs.option_fields(spec)))
+    overrides.setdefault("env_options", tuple(sorted(env_options.items())))
     return config_lib.override(config, overrides, "impala config")
 
 

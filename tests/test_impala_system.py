@@ -6,6 +6,7 @@ Ctrl-C saves and exits cleanly, and a non-finite loss stops the run while the
 last good checkpoint stays.
 """
 
+import ast
 import json
 import os
 import pathlib
@@ -147,6 +148,27 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pa
     assert len(errors) == 1 and "non-finite loss" in errors[0] and "last good checkpoint" in errors[0]
     assert checkpoint_steps(run_dir) == [0]
     assert not (run_dir / "final.json").exists()
+
+
+@pytest.mark.parametrize(
+    "args, options",
+    [
+        (["--env=atari:breakout"], {"terminal_on_life_loss": True}),  # App. G's option holds for every game.
+        (["--env=atari:breakout", "--env_option=sticky_action_prob=0.25"],
+         {"terminal_on_life_loss": True, "sticky_action_prob": 0.25}),
+        (["--env=minatar:breakout"], {}),  # Another family: the Atari option means nothing there.
+    ],
+)  # fmt: skip
+def test_a_presets_env_options_follow_its_env_family(args, options):
+    script = (
+        "import sys; from impala import train; train.FLAGS(sys.argv); "
+        "print(dict(train.resolve_config().env_options))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, "--preset=atari_shallow", *args], cwd=REPO, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert ast.literal_eval(result.stdout.strip().splitlines()[-1]) == options
 
 
 @pytest.mark.parametrize(
