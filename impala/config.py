@@ -26,7 +26,7 @@ LOSS_REDUCTIONS = ("sum", "mean")
 # What XLA compiles: "all" = the whole learner step and the actor's policy step
 # (best on accelerators); "losses" = only V-trace and the losses, the network
 # going through TF's graph executor, whose oneDNN convolutions ran the shallow
-# learner step 3.3x faster than XLA's on these CPUs; "auto" = "all" when a GPU
+# learner step about 3x faster than XLA's on these CPUs; "auto" = "all" when a GPU
 # is visible, else "losses".
 XLA_MODES = ("auto", "all", "losses")
 
