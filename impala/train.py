@@ -90,7 +90,8 @@ def resolve_config() -> ImpalaConfig:
         fields["env_options"] = tuple(tuple(pair) for pair in fields.get("env_options", ()))
         return ImpalaConfig(**fields)
     config = PRESETS[FLAGS.preset]
-    defaults = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    # Env options are pairs, set one by one with --env_option, not by --config_override.
+    defaults = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name != "env_options"}
     overrides = cli.parse_assignments(FLAGS.config_override, defaults)
     for name, value in (
         ("env", FLAGS.env),
@@ -107,7 +108,7 @@ def resolve_config() -> ImpalaConfig:
     same_family = envs.parse(spec)[0] == envs.parse(config.env)[0]
     env_options = dict(config.env_options) if same_family else {}
     env_options.update(cli.parse_assignments(FLAGS.env_option, envs.option_fields(spec)))
-    overrides.setdefault("env_options", tuple(sorted(env_options.items())))
+    overrides["env_options"] = tuple(sorted(env_options.items()))
     return config_lib.override(config, overrides, "impala config")
 
 

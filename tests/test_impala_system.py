@@ -178,6 +178,7 @@ def test_a_presets_env_options_follow_its_env_family(args, options):
         (["--env=atari:pongg"], "unknown atari name 'pongg'"),
         (["--config_override=batch_size=many"], "expected an integer"),
         (["--config_override=colour=1"], "unknown option 'colour'"),
+        (["--config_override=env_options=x"], "unknown option 'env_options'"),  # --env_option sets those.
         (["--config_override=batch_size=100"], "queue_size=64 must exceed batch_size=100"),
         (["--config_override=unroll_length=0"], "unroll_length=0: must be >= 1"),
         (["--actors=-1"], "num_actors=-1: must be >= 1"),
