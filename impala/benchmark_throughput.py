@@ -62,18 +62,18 @@ def learner_fps(seconds: float, xla: str) -> float:
     shape, num_actions = env.observation_space.shape, int(env.action_space.n)
     spec = trajectories.step_spec(shape, tf.uint8, num_actions)
     batches = 8
-    server = reverb.Server([trajectories.queue_table(CONFIG.batch_size * batches + 1), reverb_utils.params_table()])
+    server = reverb.Server([trajectories.queue_table(config.batch_size * batches + 1), reverb_utils.params_table()])
     address = f"localhost:{server.port}"
     client = reverb.Client(address)
     rng = np.random.default_rng(0)
-    writer = trajectories.UnrollWriter(client, spec, CONFIG.batch_size, CONFIG.unroll_length)
+    writer = trajectories.UnrollWriter(client, spec, config.batch_size, config.unroll_length)
     network = networks.make(config, num_actions)
     learner = Learner(config, network)
-    dataset = iter(trajectories.dataset(address, spec, CONFIG.unroll_length, CONFIG.batch_size))
-    n = CONFIG.batch_size
+    dataset = iter(trajectories.dataset(address, spec, config.unroll_length, config.batch_size))
+    n = config.batch_size
     frames, elapsed, first = 0, 0.0, True
     while elapsed < seconds:
-        for _ in range(CONFIG.unroll_length * batches + (1 if first else 0)):  # Refill.
+        for _ in range(config.unroll_length * batches + (1 if first else 0)):  # Refill.
             writer.append({
                 "observation": rng.integers(0, 255, (n, *shape), np.uint8), "first": np.zeros(n, bool),
                 "action": rng.integers(num_actions, size=n), "behaviour_logits": np.zeros((n, num_actions)),
@@ -91,7 +91,7 @@ def learner_fps(seconds: float, xla: str) -> float:
             learner.step(batch)
             reverb_utils.publish(client, network.trainable_variables)
             elapsed += time.perf_counter() - start
-            frames += CONFIG.batch_size * CONFIG.unroll_length * FRAME_SKIP
+            frames += config.batch_size * config.unroll_length * FRAME_SKIP
     del dataset
     writer.close()
     return frames / elapsed
