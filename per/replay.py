@@ -12,8 +12,9 @@ New items enter at the running maximum priority, tracked here because Reverb
 cannot report it (Algorithm 1, line 6). Importance weights come from the
 sample's `probability` and `table_size` (§3.4).
 
-Updating an item that the FIFO remover already evicted is a no-op: Reverb
-ignores unknown keys in `mutate_priorities`, and the rank tracker forgets it.
+Updating an item that the FIFO remover already evicted is a no-op: the
+client drops it (its |delta| neither raises the tracked maximum nor enters the
+rank tracker), as Reverb would ignore its unknown key in `mutate_priorities`.
 """
 
 from __future__ import annotations
@@ -97,6 +98,10 @@ class RankTracker:
     the maximal priority, rank 1's) and r is its rank among the known. Between
     re-ranks an updated item gets the rank its |delta| would have in the last
     sorted snapshot (a binary search), which is the approximation.
+
+    A snapshot covering fewer than half the known items (at first it is empty,
+    and every item would get rank 1, i.e. uniform sampling) forces an early
+    re-rank, see `is_stale`.
     """
 
     def __init__(self, alpha: float, capacity: int):
@@ -111,6 +116,17 @@ class RankTracker:
         oldest_live = inserted - self.capacity
         for key in [k for k, i in self._inserted_at.items() if i < oldest_live]:
             del self._delta[key], self._inserted_at[key]
+
+    def is_stale(self) -> bool:
+        """True while the last sort covers fewer than half the known items.
+
+        Re-ranking whenever the known set has doubled since the last sort costs
+        O(n log n) in all while the replay fills (the sorted sizes form a
+        geometric series), and keeps every binary search in a snapshot of at
+        least half the known items, so ranks are not stuck at 1 until the first
+        `rerank_interval` updates have passed.
+        """
+        return 2 * len(self._snapshot) < len(self._delta)
 
     def priority(self, key: int, inserted_at: int, abs_delta: float) -> float:
         self._delta[key], self._inserted_at[key] = abs_delta, inserted_at
@@ -204,14 +220,20 @@ class PrioritizedReplay:
         return self.min_priority**exponent / total
 
     def update(self, keys: np.ndarray, td_errors: np.ndarray) -> None:
-        """Sets the priorities of the last sample's items from their new TD errors."""
+        """Sets the priorities of the last sample's items from their new TD errors.
+
+        Items the FIFO remover evicted since that sample are dropped (no-ops);
+        a key missing from the last sample counts as live.
+        """
+        inserted_at = np.array([self._inserted_at.get(int(k), self.inserted) for k in keys], np.int64)
+        live = inserted_at >= self.inserted - self.config.capacity  # Older items were evicted.
+        keys, inserted_at = np.asarray(keys)[live], inserted_at[live]
+        abs_delta = np.abs(np.asarray(td_errors, np.float64))[live]
         if len(keys) == 0:
             return
-        abs_delta = np.abs(np.asarray(td_errors, np.float64))
         if self._rank:
             updates = {
-                int(k): self._rank.priority(int(k), self._inserted_at.get(int(k), self.inserted), d)
-                for k, d in zip(keys, abs_delta)
+                int(k): self._rank.priority(int(k), int(i), d) for k, i, d in zip(keys, inserted_at, abs_delta)
             }
         else:
             new = priorities.proportional_priority(abs_delta, self.config.epsilon)
@@ -220,7 +242,7 @@ class PrioritizedReplay:
             self.min_priority = min(self.min_priority, float(new.min()))
         self.client.mutate_priorities(self.table_name, updates=updates)
         self._updates += len(updates)
-        if self._rank and self._updates >= self.config.rerank_interval:
+        if self._rank and (self._updates >= self.config.rerank_interval or self._rank.is_stale()):
             self.rerank()
 
     def rerank(self) -> None:

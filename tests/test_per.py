@@ -1,5 +1,6 @@
 """Prioritized replay: the maths, the exact samplers, and Reverb sampled statistically."""
 
+import dataclasses
 import random
 
 import numpy as np
@@ -120,6 +121,36 @@ def set_td_errors(buffer, n, td):
         buffer.update(batch.keys[fresh], td[batch.data[0][fresh, 0]])
 
 
+def keys_by_item(buffer, n):
+    """Samples, without updating, until every item's key is known: [n] keys, indexed by item."""
+    keys = {}
+    while len(keys) < n:
+        batch = buffer.sample(64, beta=0.0)
+        keys.update(zip(batch.data[0][:, 0].tolist(), batch.keys.tolist()))
+    return np.array([keys[i] for i in range(n)], np.uint64)
+
+
+def expected_probabilities(config, td):
+    """P(i) = p_i^alpha / sum_k p_k^alpha in float64, from the TD errors set (eq. 1, §3.3)."""
+    if config.variant == "rank":
+        ranks = 1 + np.argsort(np.argsort(-np.abs(td)))  # Rank 1: the largest |delta|.
+        scaled = ranks.astype(np.float64) ** -config.alpha
+    else:
+        scaled = (np.abs(td) + config.epsilon) ** config.alpha
+    return scaled / scaled.sum()
+
+
+def server_priorities(buffer, live):
+    """{insertion index: priority} of the `live` items, read from Reverb's own samples."""
+    found = {}
+    for _ in range(100):
+        for sample in buffer.client.sample("replay", num_samples=256, emit_timesteps=False):
+            found[int(sample.data[0][0])] = float(sample.info.priority)
+        if len(found) == live:
+            return found
+    raise AssertionError(f"saw {sorted(found)}, expected {live} live items")
+
+
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
 def test_reverb_proportional_sampling_matches_p_alpha(alpha, make_replay):
     n = 12
@@ -145,14 +176,47 @@ def test_reverb_rank_based_sampling_matches_rank_power_law(alpha, make_replay):
     assert_frequencies_match(sample_counts(buffer, n), expected)
 
 
-def test_reverb_is_weights_match_the_formula_and_the_batch_maximum_is_one(make_replay):
-    server, buffer = make_replay(replay.ReplayConfig(capacity=100))
-    fill(buffer, 20)
-    set_td_errors(buffer, 20, np.linspace(0.0, 2.0, 20))
-    batch = buffer.sample(32, beta=0.6)
-    raw = (batch.table_size * batch.probabilities) ** -0.6
-    np.testing.assert_allclose(batch.weights, raw / raw.max())
-    assert batch.weights.max() == 1.0 and batch.table_size == 20
+def test_reverb_rank_based_sampling_follows_ranks_with_the_default_rerank_interval(make_replay):
+    n = 10
+    config = dataclasses.replace(replay.PRESETS["rank"], capacity=100)
+    assert config.rerank_interval == 10_000  # The default: no scheduled re-rank happens here.
+    server, buffer = make_replay(config)
+    fill(buffer, n)
+    td = np.random.default_rng(4).permutation(np.linspace(0.1, 5.0, n))
+    buffer.update(keys_by_item(buffer, n), td)
+    # Before the fix every item ranked 1 until the first scheduled re-rank: uniform sampling.
+    assert_frequencies_match(sample_counts(buffer, n), expected_probabilities(config, td))
+
+
+@pytest.mark.parametrize("variant", ["proportional", "rank"])
+def test_reverb_is_weights_follow_the_priorities_set(variant, make_replay):
+    n, beta = 20, 0.6
+    config = dataclasses.replace(replay.PRESETS[variant], capacity=100)
+    server, buffer = make_replay(config)
+    fill(buffer, n)
+    td = np.random.default_rng(3).permutation(np.linspace(0.0, 2.0, n))
+    buffer.update(keys_by_item(buffer, n), td)
+    P = expected_probabilities(config, td)
+    batch = buffer.sample(32, beta=beta)  # A new iterator: drawn after the update.
+    items = batch.data[0][:, 0]
+    np.testing.assert_allclose(batch.probabilities, P[items], rtol=1e-6)
+    raw = (n * P[items]) ** -beta  # w = (N P(i))^-beta / max_j w_j (Algorithm 1, line 10).
+    np.testing.assert_allclose(batch.weights, raw / raw.max(), rtol=1e-6)
+    assert batch.weights.max() == 1.0 and batch.table_size == n
+
+
+@pytest.mark.parametrize("variant", ["proportional", "rank"])
+def test_global_min_weights_match_a_float64_computation(variant, make_replay):
+    n, beta = 12, 0.7
+    config = dataclasses.replace(replay.PRESETS[variant], capacity=100, weight_normalization="global_min")
+    server, buffer = make_replay(config)
+    fill(buffer, n)
+    td = np.random.default_rng(5).permutation(np.linspace(0.0, 3.0, n))
+    buffer.update(keys_by_item(buffer, n), td)
+    P = expected_probabilities(config, td)
+    batch = buffer.sample(32, beta=beta)
+    expected = (n * P[batch.data[0][:, 0]]) ** -beta / (n * P.min()) ** -beta  # The least likely item weighs 1.
+    np.testing.assert_allclose(batch.weights, expected, rtol=1e-6)
 
 
 def test_new_items_enter_at_the_running_maximum_priority(make_replay):
@@ -174,22 +238,38 @@ def test_zero_td_errors_give_finite_weights(variant, normalization, make_replay)
     config = replay.ReplayConfig(variant=variant, capacity=100, weight_normalization=normalization)
     server, buffer = make_replay(config)
     fill(buffer, 8)
-    set_td_errors(buffer, 8, np.zeros(8))
+    buffer.update(keys_by_item(buffer, 8), np.zeros(8))
     batch = buffer.sample(16, beta=1.0)
     assert np.isfinite(batch.weights).all() and (batch.weights > 0).all() and (batch.weights <= 1.0).all()
+    # Tied ranks are broken in some order, so each item's P is one of the P_r.
+    P = expected_probabilities(config, np.zeros(8))
+    assert np.isclose(batch.probabilities[:, None], P[None, :], rtol=1e-6).any(axis=1).all()
+    raw = 1.0 / (8 * batch.probabilities)
+    norm = raw.max() if normalization == "batch_max" else 1.0 / (8 * P.min())
+    np.testing.assert_allclose(batch.weights, raw / norm, rtol=1e-6)
 
 
 @pytest.mark.parametrize("variant", ["proportional", "rank"])
 def test_updating_an_evicted_item_is_a_no_op(variant, make_replay):
-    server, buffer = make_replay(replay.ReplayConfig(variant=variant, capacity=3))
-    fill(buffer, 3)
-    batch = buffer.sample(1, beta=0.0)
-    fill(buffer, 3)  # The FIFO remover evicts all three originals.
-    buffer.update(batch.keys, np.array([9.0]))
-    assert buffer.client.server_info()["replay"].current_size == 3
-    if variant == "rank":
+    server, buffer = make_replay(replay.ReplayConfig(variant=variant, capacity=4))
+    fill(buffer, 4)
+    buffer.update(keys_by_item(buffer, 4), np.array([0.5, 1.5, 2.5, 3.5]))
+    stale = buffer.sample(64, beta=0.0)
+    while 0 not in stale.data[0][:, 0]:
+        stale = buffer.sample(64, beta=0.0)
+    fill(buffer, 1)  # The FIFO remover evicts item 0; item 4 enters at the maximal priority.
+    tracked = buffer.max_priority, buffer.min_priority, dict(buffer._rank._delta) if buffer._rank else None
+    live = server_priorities(buffer, 4)
+    key_0 = stale.keys[list(stale.data[0][:, 0]).index(0)]
+    buffer.update(np.array([key_0, key_0], np.uint64), np.array([9.0, 0.0]))  # Would be a new max and min.
+    assert (buffer.max_priority, buffer.min_priority, dict(buffer._rank._delta) if buffer._rank else None) == tracked
+    assert server_priorities(buffer, 4) == live
+    buffer.add([np.array([5], np.int32)])  # Evicts item 1; enters at the live maximum, not at 9.
+    buffer.flush()
+    assert server_priorities(buffer, 4)[5] == pytest.approx(1.0 if buffer._rank else 3.5 + 1e-6)
+    if buffer._rank:
         buffer.rerank()
-        assert buffer._rank._delta == {}  # Forgotten, not re-ranked.
+        assert int(key_0) not in buffer._rank._delta  # Forgotten, not re-ranked.
 
 
 def test_bad_replay_configs_explain_themselves():
