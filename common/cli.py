@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Iterable, Mapping
 
 from absl import app, flags
@@ -13,12 +14,22 @@ def run(main: Callable[[list[str]], Any]) -> None:
     """`absl.app.run(main)`, where a bad flag or a `UsageError` is one line, exit 2."""
 
     def parse_flags(argv: list[str]) -> list[str]:
+        if any(arg in ("-h", "--help", "--helpshort", "-help") for arg in argv[1:]):
+            print_help()
+            sys.exit(0)
         try:
             return flags.FLAGS(argv)
         except flags.Error as error:
             exit_with_usage_error(error)
 
     app.run(cli(main), flags_parser=parse_flags)
+
+
+def print_help() -> None:
+    """The entry point's docstring and its flags (with those it adopts), on stdout."""
+    main = sys.modules["__main__"]
+    print((main.__doc__ or "").strip() + "\n")
+    print(flags.FLAGS.main_module_help())
 
 
 def parse_value(name: str, text: str, default: Any) -> Any:

@@ -1,19 +1,39 @@
 """Configs are frozen dataclasses; overrides replace fields by name.
 
-Presets are module-level instances. Entry points turn flags into a dict of
-overrides and call `override`, which rejects names the config does not have by
-listing the ones it does.
+Presets are module-level instances. An entry point turns its flags into a
+`Request` (what the user asked for) and calls `resolve`, a pure function of
+the request and the agent's presets; `resume` applies a request to a run's
+saved config, where only the operational fields may change.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import pathlib
 from typing import Any, Mapping, TypeVar
 
-from common.errors import choice_error
+from common import cli, envs
+from common.errors import UsageError, choice_error
 
 C = TypeVar("C")
+
+# What a resumed run may change: its budget and how it is run, never its maths.
+OPERATIONAL_FIELDS = ("total_frames", "num_actors", "log_every_s", "checkpoint_every_s")
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """What the user asked for; None means "not given" (never 0 or "")."""
+
+    preset: str | None = None
+    config_file: str | None = None
+    env: str | None = None
+    frames: float | None = None
+    actors: int | None = None
+    seed: int | None = None
+    overrides: tuple[str, ...] = ()  # NAME=VALUE, from --config_override.
+    env_options: tuple[str, ...] = ()  # NAME=VALUE, from --env_option.
 
 
 def override(config: C, overrides: Mapping[str, Any], what: str) -> C:
@@ -28,3 +48,115 @@ def override(config: C, overrides: Mapping[str, Any], what: str) -> C:
 def to_json(config: Any) -> str:
     """The resolved config as JSON, for the run directory."""
     return json.dumps(dataclasses.asdict(config), indent=2, sort_keys=True, default=str)
+
+
+def from_json(cls: type[C], text: str, source: str) -> C:
+    """A config of `cls` from JSON text; a one-line `UsageError` for anything else."""
+    try:
+        fields = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(f"{source} is not valid JSON ({error.msg}, line {error.lineno})") from None
+    if not isinstance(fields, dict):
+        raise UsageError(f"{source} must hold a JSON object of config fields")
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    unknown = sorted(set(fields) - set(defaults))
+    if unknown:
+        raise UsageError(f"{source} has unknown config fields {', '.join(unknown)}; accepted: {', '.join(defaults)}")
+    for name, value in fields.items():
+        fields[name] = _typed(name, value, defaults[name], source)
+    try:
+        return cls(**fields)
+    except TypeError as error:
+        raise UsageError(f"{source}: {error}") from None
+
+
+def load(cls: type[C], path: str | pathlib.Path, what: str = "--config") -> C:
+    """The config saved at `path`, checked like `from_json`."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise UsageError(f"{what} {path}: no such file")
+    return from_json(cls, path.read_text(), str(path))
+
+
+def _typed(name: str, value: Any, default: Any, source: str) -> Any:
+    """`value` from JSON as the type of the field's default (tuples of pairs stay tuples)."""
+    if isinstance(default, tuple):
+        if not isinstance(value, list) or not all(isinstance(p, list) and len(p) == 2 for p in value):
+            raise UsageError(f"{source}: field {name} must be a list of [name, value] pairs")
+        return tuple(tuple(pair) for pair in value)
+    expected = type(default)
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise UsageError(f"{source}: field {name}={value!r} must be a {expected.__name__}")
+    return value
+
+
+def requested_fields(request: Request, base: Any) -> dict[str, Any]:
+    """The fields `request` sets on top of `base`, typed, without env options."""
+    defaults = {f.name: getattr(base, f.name) for f in dataclasses.fields(base) if f.name != "env_options"}
+    # Env options are pairs, set one by one with --env_option, not by --config_override.
+    fields = cli.parse_assignments(request.overrides, defaults)
+    if request.env is not None:
+        fields["env"] = request.env
+    if request.frames is not None:
+        if request.frames < 1 or not float(request.frames).is_integer():
+            raise UsageError(f"--frames={request.frames:g}: must be a whole number of frames >= 1, e.g. 5e6")
+        fields["total_frames"] = int(request.frames)
+    if request.actors is not None:
+        fields["num_actors"] = request.actors
+    if request.seed is not None:
+        fields["seed"] = request.seed
+    return fields
+
+
+def resolve(presets: Mapping[str, C], default_preset: str, request: Request, what: str) -> C:
+    """The preset (or the saved config file) with every requested field applied."""
+    if request.config_file is not None and request.preset is not None:
+        raise UsageError("--config and --preset exclude each other: a saved config already names its settings")
+    if request.config_file is not None:
+        base = load(type(presets[default_preset]), request.config_file)
+    else:
+        preset = request.preset if request.preset is not None else default_preset
+        if preset not in presets:
+            raise choice_error("preset", preset, presets)
+        base = presets[preset]
+    fields = requested_fields(request, base)
+    spec = fields.get("env", base.env)
+    envs.parse(spec)
+    # A preset's env options (e.g. App. G's life-loss terminals) hold for every
+    # game of its env family and mean nothing to another family.
+    same_family = envs.parse(spec)[0] == envs.parse(base.env)[0]
+    env_options = dict(base.env_options) if same_family else {}
+    env_options.update(cli.parse_assignments(request.env_options, envs.option_fields(spec)))
+    fields["env_options"] = tuple(sorted(env_options.items()))
+    return override(base, fields, what)
+
+
+def resume(saved: C, request: Request, presets: Mapping[str, C], what: str) -> C:
+    """The run's saved config with the requested operational changes.
+
+    Anything else the request would change (the env, the network, the maths)
+    is a `UsageError` naming the field: a resumed run is the same experiment.
+    """
+    if request.config_file is not None:
+        raise UsageError("--resume runs the run's own config.json; drop --config")
+    base = saved
+    if request.preset is not None:
+        if request.preset not in presets:
+            raise choice_error("preset", request.preset, presets)
+        base = presets[request.preset]
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base) if f.name not in OPERATIONAL_FIELDS}
+    fields.update(requested_fields(request, saved))
+    if request.env_options:
+        given = cli.parse_assignments(request.env_options, envs.option_fields(saved.env))
+        fields["env_options"] = tuple(sorted({**dict(saved.env_options), **given}.items()))
+    changed = [name for name, value in fields.items() if value != getattr(saved, name)]
+    forbidden = [name for name in changed if name not in OPERATIONAL_FIELDS]
+    if forbidden:
+        name = forbidden[0]
+        raise UsageError(
+            f"--resume keeps the run's saved config: {name} would change from {getattr(saved, name)!r} to "
+            f"{fields[name]!r}; a resumed run may change only {', '.join(OPERATIONAL_FIELDS)}"
+        )
+    return override(saved, {name: fields[name] for name in changed}, what)

@@ -1,54 +1,112 @@
-"""A training run's directory: config, episodes, TensorBoard, checkpoints, progress.
+"""A training run's directory: config, provenance, episodes, TensorBoard, checkpoints.
 
-    RUN_DIR/config.json       the resolved config (dataclass fields)
+    RUN_DIR/config.json       the resolved config, written once when the run is created
+    RUN_DIR/provenance.json   machine, and one segment per start: commit, command, wall time
     RUN_DIR/episodes.csv      frames,episode_return,episode_length,wall_time
     RUN_DIR/tb/               TensorBoard summaries
     RUN_DIR/checkpoints/      tf.train.CheckpointManager files
+    RUN_DIR/final.json        written when the frame budget is reached
 
-An existing run directory is never touched unless the caller resumes it or
-asks to overwrite it.
+The contract: an existing run directory is never touched unless the caller
+resumes it (`--resume`: its own config.json, never rewritten) or asks to
+overwrite it; a start that fails before training removes what it created.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import csv
+import dataclasses
 import json
 import pathlib
 import shutil
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import tensorflow as tf
 
 from common import config as config_lib
+from common import provenance
 from common.errors import UsageError
 
 EPISODE_FIELDS = ("frames", "episode_return", "episode_length", "wall_time")
 
 
-def prepare(path: str, config: Any, *, resume: bool, overwrite: bool) -> pathlib.Path:
-    """Creates (or reopens, with `resume`) the run directory and writes config.json."""
-    run_dir = pathlib.Path(path)
-    exists = run_dir.exists() and any(run_dir.iterdir())
+def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
+    """A `UsageError` unless `path` can be started as asked; touches nothing."""
+    exists = path.exists() and any(path.iterdir())
     if resume and overwrite:
         raise UsageError("--resume and --overwrite exclude each other")
-    if resume and not (run_dir / "config.json").exists():
-        raise UsageError(f"--resume: {run_dir} holds no run (no config.json)")
+    if resume and not (path / "config.json").exists():
+        raise UsageError(f"--resume: {path} holds no run (no config.json)")
     if exists and not (resume or overwrite):
-        raise UsageError(f"run directory {run_dir} already exists; pass --resume to continue it or --overwrite")
-    if overwrite and exists:
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(config_lib.to_json(config) + "\n")
-    return run_dir
+        raise UsageError(f"run directory {path} already exists; pass --resume to continue it or --overwrite")
 
 
-def load_config(run_dir: pathlib.Path) -> dict[str, Any]:
-    path = pathlib.Path(run_dir) / "config.json"
-    if not path.exists():
-        raise UsageError(f"{run_dir} is not a run directory (no config.json)")
-    return json.loads(path.read_text())
+@contextlib.contextmanager
+def starting(path: pathlib.Path, config: Any, *, resume: bool, overwrite: bool) -> Iterator[pathlib.Path]:
+    """Opens the run directory for a start; removes it again if the start fails.
+
+    A new run (or an overwritten one) gets its config.json here. If the body
+    raises, a directory created here is deleted, so the retry is not refused;
+    a resumed run's directory is left as it was.
+    """
+    check(path, resume=resume, overwrite=overwrite)
+    if resume:
+        yield path
+        return
+    if overwrite and path.exists():
+        shutil.rmtree(path)
+    created = not path.exists()
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(config_lib.to_json(config) + "\n")
+    try:
+        yield path
+    except BaseException:
+        if created:
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            (path / "config.json").unlink(missing_ok=True)
+        raise
+
+
+class RunRecord:
+    """provenance.json of a run: one segment per start, wall time across all of them."""
+
+    def __init__(self, directory: pathlib.Path, config: Any, role: str):
+        self._path = directory / "provenance.json"
+        previous = json.loads(self._path.read_text()) if self._path.exists() else {}
+        self.segments: list[dict[str, Any]] = previous.get("segments", [])
+        self._config, self._role = dataclasses.asdict(config), role
+        self._started = time.time()
+
+    @property
+    def previous_wall_time_s(self) -> float:
+        return sum(segment["wall_time_s"] for segment in self.segments[:-1])
+
+    def start(self, frames: int, total_frames: int) -> None:
+        """Opens this start's segment, at `frames` of a `total_frames` budget."""
+        record = provenance.record(
+            config=self._config, seeds=[self._config.get("seed")], frames=total_frames, wall_time_s=0.0,
+            scale="training run",
+        )  # fmt: skip
+        self.segments.append({
+            "commit": record["commit"], "dirty": record["dirty"], "command": record["command"],
+            "date_utc": record["date_utc"], "role": self._role, "frames_at_start": frames,
+            "total_frames": total_frames, "wall_time_s": 0.0,
+        })  # fmt: skip
+        self._record = record
+        self.update()
+
+    def wall_time_s(self) -> float:
+        """Wall time of every segment, this one up to now."""
+        return self.previous_wall_time_s + (time.time() - self._started)
+
+    def update(self) -> None:
+        self.segments[-1]["wall_time_s"] = round(time.time() - self._started, 1)
+        record = {**self._record, "wall_time_s": round(self.wall_time_s(), 1), "segments": self.segments}
+        self._path.write_text(json.dumps(record, indent=2, default=str) + "\n")
 
 
 class EpisodeLog:
@@ -74,8 +132,9 @@ class EpisodeLog:
         self.recent.append(episode_return)
         self.count += 1
 
-    def mean_recent(self) -> float:
-        return sum(self.recent) / len(self.recent) if self.recent else float("nan")
+    def mean_recent(self) -> float | None:
+        """The mean return of the last `window` episodes; None before the first."""
+        return sum(self.recent) / len(self.recent) if self.recent else None
 
     def flush(self) -> None:
         self._file.flush()
@@ -85,33 +144,42 @@ class EpisodeLog:
 
 
 class Progress:
-    """A line every `every_s` seconds: frames, frames/s, steps/s, extras, ETA."""
+    """A line every `every_s` seconds: frames, frames/s, steps/s, extras, ETA.
 
-    def __init__(self, total_frames: int, start_frames: int, every_s: float):
+    Rates and the ETA are measured from the first line on, so neither the
+    start-up (building, compiling, the first batch) nor a resumed run's
+    earlier frames distort them; the first line has no ETA.
+    """
+
+    def __init__(self, total_frames: int, every_s: float):
         self._total, self._every = total_frames, every_s
-        self._start_time = self._last_time = time.monotonic()
-        self._start_frames = self._last_frames = start_frames
-        self._last_steps = None
+        self._last_time = time.monotonic()
+        self._first: tuple[float, int] | None = None  # (time, frames) at the first line.
+        self._last_frames = self._last_steps = None
 
     def due(self) -> bool:
         return time.monotonic() - self._last_time >= self._every
 
     def line(self, frames: int, steps: int, **extras: str) -> str:
         now = time.monotonic()
-        fps = (frames - self._last_frames) / max(now - self._last_time, 1e-9)
-        sps = (steps - (self._last_steps if self._last_steps is not None else steps)) / max(now - self._last_time, 1e-9)
-        overall = (frames - self._start_frames) / max(now - self._start_time, 1e-9)
-        eta = (self._total - frames) / overall if overall > 0 else float("inf")
-        self._last_time, self._last_frames, self._last_steps = now, frames, steps
-        parts = [f"frames {frames:,}/{self._total:,}", f"{fps:,.0f} frames/s", f"{sps:.1f} steps/s"]
+        parts = [f"frames {frames:,}/{self._total:,}"]
+        eta = "?"
+        if self._first is not None:
+            elapsed = max(now - self._last_time, 1e-9)
+            parts.append(f"{(frames - self._last_frames) / elapsed:,.0f} frames/s")
+            parts.append(f"{(steps - self._last_steps) / elapsed:.1f} steps/s")
+            overall = (frames - self._first[1]) / max(now - self._first[0], 1e-9)
+            if overall > 0:
+                eta = duration(max(self._total - frames, 0) / overall)
+        else:
+            self._first = (now, frames)
         parts += [f"{k} {v}" for k, v in extras.items()]
-        parts.append(f"ETA {_duration(eta)}")
+        parts.append(f"ETA {eta}")
+        self._last_time, self._last_frames, self._last_steps = now, frames, steps
         return " | ".join(parts)
 
 
-def _duration(seconds: float) -> str:
-    if seconds == float("inf"):
-        return "?"
+def duration(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"

@@ -12,9 +12,9 @@ import numpy as np
 import reverb
 import tensorflow as tf
 
-from common import reverb_utils
+from common.reverb import variables as reverb_variables
 from impala.networks import ActorCritic
-from impala.trajectories import UnrollWriter
+from impala.trajectories import unroll_adder
 
 
 class Actor:
@@ -23,7 +23,7 @@ class Actor:
     ):
         self._network, self._env, self._client = network, env, client
         self._length = unroll_length
-        self._writer = UnrollWriter(client, spec, env.num_envs, unroll_length)
+        self._writer = unroll_adder(client, spec, env.num_envs, unroll_length)
         self._seed = seed
         self._policy = tf.function(self._policy_step, jit_compile=jit)
 
@@ -43,7 +43,7 @@ class Actor:
         t = 0
         while num_unrolls is None or t < num_unrolls * self._length + 1:
             if t % self._length == 0:
-                reverb_utils.assign(variables, reverb_utils.fetch(self._client))
+                reverb_variables.assign(variables, reverb_variables.fetch(self._client))
             action, logits, next_state = self._policy(observation, first, state, tf.constant([self._seed, t]))
             action = action.numpy()
             next_observation, reward, terminated, truncated, info = self._env.step(action)

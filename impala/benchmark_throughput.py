@@ -29,11 +29,13 @@ import reverb
 import tensorflow as tf
 from absl import flags
 
-from common import cli, envs, provenance, reverb_utils
+from common import cli, envs, provenance
+from common.results import REPO_ROOT, output_dir, write_csv
+from common.reverb import tables
+from common.reverb import variables as reverb_variables
 from impala import networks, trajectories
 from impala.config import PRESETS
 from impala.learner import Learner
-from reproduce import REPO_ROOT, output_dir, write_csv
 
 flags.DEFINE_integer("seconds", 60, "Measuring time per configuration.")
 flags.DEFINE_list("actors", ["1", "2", "4"], "Actor process counts for the end-to-end runs.")
@@ -62,14 +64,15 @@ def learner_fps(seconds: float, xla: str) -> float:
     shape, num_actions = env.observation_space.shape, int(env.action_space.n)
     spec = trajectories.step_spec(shape, tf.uint8, num_actions)
     batches = 8
-    server = reverb.Server([trajectories.queue_table(config.batch_size * batches + 1), reverb_utils.params_table()])
+    queue = tables.queue(trajectories.QUEUE_TABLE, config.batch_size * batches + 1)
+    server = reverb.Server([queue, tables.variables()])
     address = f"localhost:{server.port}"
     client = reverb.Client(address)
     rng = np.random.default_rng(0)
-    writer = trajectories.UnrollWriter(client, spec, config.batch_size, config.unroll_length)
-    network = networks.make(config, num_actions)
+    writer = trajectories.unroll_adder(client, spec, config.batch_size, config.unroll_length)
+    network = networks.make(config, env.observation_space, num_actions)
     learner = Learner(config, network)
-    dataset = iter(trajectories.dataset(address, spec, config.unroll_length, config.batch_size))
+    dataset = iter(trajectories.batches(address, spec, config.unroll_length, config.batch_size, wait_ms=-1))
     n = config.batch_size
     frames, elapsed, first = 0, 0.0, True
     while elapsed < seconds:
@@ -89,7 +92,7 @@ def learner_fps(seconds: float, xla: str) -> float:
                 continue
             start = time.perf_counter()
             learner.step(batch)
-            reverb_utils.publish(client, network.trainable_variables)
+            reverb_variables.publish(client, network.trainable_variables)
             elapsed += time.perf_counter() - start
             frames += config.batch_size * config.unroll_length * FRAME_SKIP
     del dataset

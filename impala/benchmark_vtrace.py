@@ -16,8 +16,8 @@ import tensorflow as tf
 from absl import flags
 
 from common import cli, provenance
+from common.results import output_dir, write_csv
 from impala import vtrace
-from reproduce import output_dir, write_csv
 
 flags.DEFINE_integer("calls", 300, "Timed calls per configuration (after warm-up).")
 flags.DEFINE_integer("repeats", 5, "Timing repeats; the median is reported.")

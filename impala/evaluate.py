@@ -3,11 +3,11 @@
     python -m impala.evaluate RUN_DIR [--episodes 200] [--seed 1]
 
 Plays `--episodes` full episodes with the run's latest checkpoint, sampling
-actions from the policy, in the env's evaluation form: its default options,
-which are the papers' protocol (for Atari: up to 30 no-op starts, the 108K-frame
-cap, no life-loss terminals, no reward clipping). Prints the mean raw return
-and, for Atari, the human-normalised score (no-op protocol), and writes
-RUN_DIR/eval_step<N>.json.
+actions from the policy, in the run's own env with only what the evaluation
+protocol fixes put back to the papers' values (for Atari: up to 30 no-op
+starts, the 108K-frame cap, no life-loss terminals; rewards are never clipped
+by the env). Prints progress, then the mean raw return and, for Atari, the
+human-normalised score (no-op protocol), and writes RUN_DIR/eval_step<N>.json.
 """
 
 from __future__ import annotations
@@ -21,25 +21,30 @@ import tensorflow as tf
 from absl import flags
 
 from common import cli, envs, run_dir, scores
+from common import config as config_lib
 from common.errors import UsageError
 from impala import networks
 from impala.config import ImpalaConfig
 
 flags.DEFINE_integer("episodes", 200, "Evaluation episodes (IMPALA App. G: 200).")
 flags.DEFINE_integer("seed", 1, "Seed of the evaluation env and the action sampling.")
+flags.DEFINE_float("log_every_s", 10.0, "Seconds between progress lines.")
 FLAGS = flags.FLAGS
+
+
+def evaluation_env(config: ImpalaConfig, seed: int):
+    """The run's env, with the options the evaluation protocol fixes at the papers' values."""
+    return envs.make(config.env, seed=seed, **envs.evaluation_options(config.env, config.env_options))
 
 
 def load(directory: pathlib.Path) -> tuple[ImpalaConfig, networks.ActorCritic, int]:
     """The run's config, its network restored from the latest checkpoint, and the step."""
-    fields = run_dir.load_config(directory)
-    fields["env_options"] = tuple(tuple(pair) for pair in fields.get("env_options", ()))
-    config = ImpalaConfig(**fields)
+    config = config_lib.load(ImpalaConfig, directory / "config.json", "the run's")
     latest = tf.train.latest_checkpoint(str(directory / "checkpoints"))
     if latest is None:
         raise UsageError(f"{directory} has no checkpoint to evaluate")
-    env = envs.make(config.env, seed=0)
-    network = networks.make(config, int(env.action_space.n))
+    env = evaluation_env(config, seed=0)
+    network = networks.make(config, env.observation_space, int(env.action_space.n))
     observation, _ = env.reset()
     network.step(observation[None], tf.zeros((1,), tf.bool), network.initial_state(1))
     step = tf.Variable(0, dtype=tf.int64)
@@ -49,11 +54,13 @@ def load(directory: pathlib.Path) -> tuple[ImpalaConfig, networks.ActorCritic, i
     return config, network, int(step.numpy())
 
 
-def evaluate(config: ImpalaConfig, network: networks.ActorCritic, episodes: int, seed: int) -> list[float]:
-    env = envs.make(config.env, seed=seed)  # Evaluation protocol: the env's defaults.
+def evaluate(
+    config: ImpalaConfig, network: networks.ActorCritic, episodes: int, seed: int, log_every_s: float = 10.0
+) -> list[float]:
+    env = evaluation_env(config, seed)
     policy = tf.function(network.step, jit_compile=networks.xla_compiles_network(config.xla))
     rng = np.random.default_rng(seed)
-    returns = []
+    returns, start, last_line = [], time.monotonic(), time.monotonic()
     for _ in range(episodes):
         observation, _ = env.reset()
         state, first, total, done = network.initial_state(1), True, 0.0, False
@@ -65,6 +72,11 @@ def evaluate(config: ImpalaConfig, network: networks.ActorCritic, episodes: int,
             total += reward
             done, first = terminated or truncated, False
         returns.append(total)
+        if time.monotonic() - last_line >= log_every_s or len(returns) == episodes:
+            last_line = time.monotonic()
+            eta = (last_line - start) / len(returns) * (episodes - len(returns))
+            print(f"episodes {len(returns)}/{episodes} | mean return {np.mean(returns):.2f} | "
+                  f"ETA {run_dir.duration(eta)}", flush=True)  # fmt: skip
     return returns
 
 
@@ -76,7 +88,7 @@ def main(argv: list[str]) -> None:
     directory = pathlib.Path(argv[1])
     config, network, step = load(directory)
     start = time.time()
-    returns = evaluate(config, network, FLAGS.episodes, FLAGS.seed)
+    returns = evaluate(config, network, FLAGS.episodes, FLAGS.seed, FLAGS.log_every_s)
     family, name = envs.parse(config.env)
     result = {
         "env": config.env, "checkpoint_step": step, "episodes": len(returns), "seed": FLAGS.seed,

@@ -1,9 +1,11 @@
 """IMPALA's learner: V-trace actor-critic losses on batches of unrolls (§4.2).
 
-The compiled `_update` is maths only (V-trace and the losses under XLA,
-the network under XLA too when `config.xla` says so). `step` around it counts frames,
-anneals the learning rate and returns numbers; the training loop in
-`impala/train.py` does the Reverb, logging and checkpoint side effects.
+The loss is `impala.losses.vtrace_actor_critic_loss`; the learner owns what
+is around it: the optimizer, gradient clipping, the tf.distribute strategy,
+the counters and the learning-rate schedule. The compiled `_update` is maths
+only (V-trace and the losses under XLA, the network under XLA too when
+`config.xla` says so); `step` around it counts frames and returns numbers, and
+the shared loop (`common/loop.py`) does the logging and checkpoints.
 
 A batch holds B unrolls of T + 1 steps, batch-major as the dataset gives them.
 Step t of an unroll carries the observation x_t, `first` (x_t opens an
@@ -21,27 +23,12 @@ from typing import Any
 import tensorflow as tf
 
 from common.optimizers import RMSPropTF1
-from impala import vtrace
+from common.schedules import LinearSchedule
+from impala import losses
 from impala.config import ImpalaConfig
 from impala.networks import ActorCritic, AgentOutput, xla_compiles_network
 
 LOSS_INPUTS = ("action", "behaviour_logits", "reward", "terminal")
-
-
-def clip_rewards(rewards: tf.Tensor, mode: str) -> tf.Tensor:
-    """Reward clipping: [-1, 1] (IMPALA App. G) or DMLab's asymmetric (App. D)."""
-    if mode == "abs_one":
-        return tf.clip_by_value(rewards, -1.0, 1.0)
-    if mode == "dmlab_asymmetric":
-        squashed = tf.tanh(rewards)
-        return 0.3 * tf.minimum(squashed, 0.0) + 5.0 * tf.maximum(squashed, 0.0)
-    return rewards
-
-
-def entropy(logits: tf.Tensor) -> tf.Tensor:
-    """H(pi(.|x)) per step, [T, B]."""
-    log_probs = tf.nn.log_softmax(logits)
-    return -tf.reduce_sum(tf.exp(log_probs) * log_probs, axis=-1)
 
 
 class Learner(tf.Module):
@@ -61,6 +48,9 @@ class Learner(tf.Module):
         self.strategy = strategy
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps")
         self.frames = tf.Variable(0, dtype=tf.int64, trainable=False, name="frames")
+        # App. G: annealed linearly to 0 over the frame budget; a resumed run
+        # with a larger budget continues from the current value.
+        self.learning_rate_schedule = LinearSchedule(config.learning_rate, 0.0, config.total_frames)
         self._optimizer = None
         # V-trace and the losses always run under XLA; the network too when
         # config.xla asks for it (see XLA_MODES). Compiled once, here.
@@ -96,9 +86,8 @@ class Learner(tf.Module):
         return int(self.steps.numpy())
 
     def learning_rate(self) -> float:
-        """The learning rate, annealed linearly to 0 over the frame budget (App. G)."""
-        progress = min(self.frame_count / self.config.total_frames, 1.0)
-        return self.config.learning_rate * (1.0 - progress)
+        """The learning rate, annealed linearly to 0 at the frame budget (App. G)."""
+        return self.learning_rate_schedule(self.frame_count, self.config.total_frames)
 
     def step(self, batch: dict[str, Any]) -> dict[str, float]:
         """One update; returns the losses and diagnostics as floats."""
@@ -129,29 +118,17 @@ class Learner(tf.Module):
         return tape.gradient(metrics["loss"], self.network.trainable_variables), metrics
 
     def _losses_from_outputs(self, b: dict[str, tf.Tensor], outputs: AgentOutput) -> dict[str, tf.Tensor]:
-        """The V-trace actor-critic loss of IMPALA §4.2 (eq. 1 targets, §4.2 gradients), [T + 1, B] inputs."""
+        """`losses.vtrace_actor_critic_loss` on [T + 1, B] unrolls: steps 0..T-1, bootstrap V(x_T)."""
         c = self.config
-        reduce = tf.reduce_sum if c.loss_reduction == "sum" else tf.reduce_mean
-        actions = tf.cast(b["action"][:-1], tf.int32)
-        rewards = clip_rewards(b["reward"][:-1], c.reward_clipping)
-        discounts = c.discount * (1.0 - tf.cast(b["terminal"][:-1], tf.float32))
-        values, logits = outputs.baseline[:-1], outputs.policy_logits[:-1]
-        targets = vtrace.off_policy_targets(
-            c.correction, b["behaviour_logits"][:-1], logits, actions, discounts, rewards,
-            values, outputs.baseline[-1], c.clip_rho_threshold, c.clip_pg_rho_threshold,
+        result = losses.vtrace_actor_critic_loss(
+            b["behaviour_logits"][:-1], outputs.policy_logits[:-1], tf.cast(b["action"][:-1], tf.int32),
+            c.discount * (1.0 - tf.cast(b["terminal"][:-1], tf.float32)),
+            losses.clip_rewards(b["reward"][:-1], c.reward_clipping), outputs.baseline[:-1], outputs.baseline[-1],
+            baseline_cost=c.baseline_cost, entropy_cost=c.entropy_cost, reduction=c.loss_reduction,
+            correction=c.correction, clip_rho_threshold=c.clip_rho_threshold,
+            clip_pg_rho_threshold=c.clip_pg_rho_threshold,
         )  # fmt: skip
-        epsilon = vtrace.EPSILON_CORRECTION if c.correction == "epsilon" else 0.0
-        log_probs = vtrace.action_log_probs(logits, actions, epsilon)
-        pg_loss = reduce(-log_probs * targets.pg_advantages)
-        baseline_loss = reduce(0.5 * tf.square(targets.vs - values))
-        entropy_bonus = reduce(entropy(logits))
-        return {
-            "loss": pg_loss + c.baseline_cost * baseline_loss - c.entropy_cost * entropy_bonus,
-            "pg_loss": pg_loss,
-            "baseline_loss": baseline_loss,
-            "entropy": tf.reduce_mean(entropy(logits)),
-            "mean_rho": tf.reduce_mean(tf.exp(targets.log_rhos)),
-        }
+        return result._asdict()
 
     def _apply(self, gradients, metrics: dict[str, tf.Tensor], learning_rate: tf.Tensor) -> dict[str, tf.Tensor]:
         gradient_norm = tf.linalg.global_norm(gradients)

@@ -18,8 +18,8 @@ import reverb
 from absl import flags
 
 from common import cli, provenance
+from common.results import output_dir, write_csv
 from per import replay
-from reproduce import output_dir, write_csv
 
 flags.DEFINE_list("sizes", ["10000", "100000", "1000000"], "Table sizes to fill.")
 flags.DEFINE_integer("iterations", 2000, "Timed sample+update iterations per size and variant.")

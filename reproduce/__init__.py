@@ -8,15 +8,10 @@ quick run never replaces the outputs of a longer one.
 
 from __future__ import annotations
 
-import csv
-import pathlib
-from typing import Sequence
-
 import common  # noqa: F401  (quiets TensorFlow before it loads)
+from common.results import REPO_ROOT, RESULTS, output_dir, write_csv  # noqa: F401  (the scripts' helpers)
 
 PROFILES = ("quick", "full")
-REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
-RESULTS = REPO_ROOT / "results"
 
 
 def define_flags() -> None:
@@ -25,18 +20,3 @@ def define_flags() -> None:
 
     flags.DEFINE_enum("profile", "quick", PROFILES, "quick: minutes on 2 cores; full: the larger study.")
     flags.DEFINE_integer("seed", 0, "Base seed; repeats use seed, seed + 1, ...")
-
-
-def output_dir(paper: str, profile: str | None) -> pathlib.Path:
-    """`results/<paper>/<profile>/`, created if missing."""
-    directory = RESULTS / paper / profile if profile else RESULTS / paper
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
-
-
-def write_csv(path: pathlib.Path, rows: Sequence[dict]) -> None:
-    """Writes `rows` (dicts with the same keys) as a CSV with a header."""
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)

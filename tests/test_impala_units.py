@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import reverb
@@ -9,16 +10,19 @@ import tensorflow as tf
 from test_vtrace import reference_vtrace
 
 from common.errors import UsageError
+from common.reverb import datasets, tables
 from impala import networks, trajectories
-from impala.config import PRESETS, ImpalaConfig
-from impala.learner import Learner, clip_rewards, entropy
+from impala.config import PRESETS
+from impala.learner import Learner
+from impala.losses import clip_rewards, entropy
 
 TOY = PRESETS["toy"]
+TOY_SPACE = gym.spaces.Box(0, 1, (10, 5, 1), np.uint8)  # Catch's board.
 
 
 @pytest.fixture
 def server():
-    server = reverb.Server([trajectories.queue_table(32)])
+    server = reverb.Server([tables.queue(trajectories.QUEUE_TABLE, 32)])
     yield server
     server.stop()
 
@@ -27,7 +31,7 @@ def test_unrolls_overlap_by_one_step_and_keep_every_reward(server):
     client = reverb.Client(f"localhost:{server.port}")
     T, N = 3, 2
     spec = trajectories.step_spec((2,), tf.float32, 4)
-    writer = trajectories.UnrollWriter(client, spec, N, T)
+    writer = trajectories.unroll_adder(client, spec, N, T)
     for t in range(7):  # Two unrolls: steps 0..3 and 3..6.
         writer.append({
             "observation": np.full((N, 2), t, np.float32) + np.arange(N)[:, None] * 100,
@@ -38,7 +42,7 @@ def test_unrolls_overlap_by_one_step_and_keep_every_reward(server):
         })  # fmt: skip
     writer.close()
     assert client.server_info()[trajectories.QUEUE_TABLE].current_size == 2 * N
-    batch = next(iter(trajectories.dataset(f"localhost:{server.port}", spec, T, 2 * N)))
+    batch = next(iter(datasets.dataset(f"localhost:{server.port}", trajectories.QUEUE_TABLE, spec, T + 1, 2 * N)))
     actions = sorted(map(tuple, batch["action"].numpy().tolist()))
     assert actions == [(0, 1, 2, 3)] * N + [(3, 4, 5, 6)] * N
     # Each env's unroll holds only that env's observations.
@@ -77,7 +81,7 @@ def _batch(config, rng, num_actions=3):
 
 
 def _learner(config=TOY):
-    learner = Learner(config, networks.make(config, 3))
+    learner = Learner(config, networks.make(config, TOY_SPACE, 3))
     learner.build(_batch(config, np.random.default_rng(0)))
     return learner
 
@@ -164,7 +168,7 @@ def test_checkpoint_round_trips_network_optimizer_and_counters(tmp_path):
 
 def test_lstm_state_resets_at_episode_starts():
     config = dataclasses.replace(TOY, use_lstm=True, lstm_size=16)
-    network = networks.make(config, 3)
+    network = networks.make(config, TOY_SPACE, 3)
     rng = np.random.default_rng(0)
     observations = tf.constant(rng.integers(0, 2, (8, 2, 10, 5, 1)), tf.uint8)
     first = np.zeros((8, 2), bool)
@@ -194,10 +198,3 @@ def test_lstm_state_resets_at_episode_starts():
 def test_impossible_configs_explain_themselves(overrides, message):
     with pytest.raises(UsageError, match=message):
         dataclasses.replace(TOY, **overrides)
-
-
-def test_every_preset_is_valid():
-    for name, config in PRESETS.items():
-        assert isinstance(config, ImpalaConfig), name
-    assert PRESETS["atari_deep"].network == "deep" and PRESETS["atari_shallow"].network == "shallow"
-    assert dict(PRESETS["atari_shallow"].env_options)["terminal_on_life_loss"] is True

@@ -15,7 +15,7 @@ seed and options; env i of a batch is seeded `seed + i`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import gymnasium as gym
 
@@ -95,3 +95,16 @@ def option_fields(spec: str) -> dict[str, Any]:
     """The option names and defaults for `spec`'s family."""
     family, _ = parse(spec)
     return {f.name: f.default for f in dataclasses.fields(FAMILIES[family].options)}
+
+
+# The options an evaluation protocol fixes (IMPALA App. G, PER §4): they go back
+# to their defaults, which are the papers' evaluation protocol; every other
+# training option (sticky actions, the frame stack, ...) stays as trained.
+EVALUATION_PROTOCOL = {"atari": ("terminal_on_life_loss", "max_episode_frames", "noop_max")}
+
+
+def evaluation_options(spec: str, training_options: Mapping[str, Any]) -> dict[str, Any]:
+    """The training options of `spec` less those the evaluation protocol fixes."""
+    family, _ = parse(spec)
+    fixed = EVALUATION_PROTOCOL.get(family, ())
+    return {name: value for name, value in dict(training_options).items() if name not in fixed}

@@ -1,0 +1,245 @@
+"""The roles every agent runs in: all | server | learner | actor.
+
+One machine (`--role all`, the default): a Reverb server in the learner's
+process, the learner, and `num_actors` actor processes talking gRPC to
+localhost. Many machines: each role on its own, Reverb the only channel.
+
+An agent hands `run` an `Agent`: its presets, its tables, a check of its
+config, and builders of its learner and actor. `run` owns the order of a
+start: resolve the config, validate everything, and only then create the run
+directory, so a start that fails leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
+import reverb
+import tensorflow as tf
+from absl import flags
+
+from common import config as config_lib
+from common import loop, native_log, run_dir
+from common.errors import UsageError
+from common.reverb import server as reverb_server
+
+ROLES = ("all", "server", "learner", "actor")
+# How long an actor keeps trying to reach a vanished Reverb server before it exits.
+ACTOR_PATIENCE_S = 30.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Agent:
+    """What an agent's `train.py` declares; the rest is shared."""
+
+    name: str  # Run directories default to runs/<name>/<preset>_<env>_s<seed>.
+    module: str  # Actor processes start as `python -m <module> --role=actor ...`.
+    presets: Mapping[str, Any]
+    default_preset: str
+    tables: Callable[[Any], Sequence[reverb.Table]]
+    validate: Callable[[Any], None]  # A UsageError for a config that cannot run; creates nothing.
+    learner: Callable[[Any, reverb.Client, str, pathlib.Path], loop.Learner]  # (config, client, address, run dir)
+    actor: Optional[Callable[[Any, reverb.Client, int], None]] = None  # (config, client, seed); acts until stopped.
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """How to run: the role and its plumbing. None means "not given"."""
+
+    role: str = "all"
+    run_dir: Optional[str] = None
+    resume: bool = False
+    overwrite: bool = False
+    replay_address: Optional[str] = None
+    port: Optional[int] = None
+    actor_id: int = 0
+    incarnation: int = 0
+    connect_timeout_s: float = 30.0
+
+
+def define_flags(agent_name: str, presets: Mapping[str, Any], default_preset: str) -> None:
+    """The flags every agent's entry point shares; `--help` lists the config fields."""
+    fields = dataclasses.fields(presets[default_preset])
+    listed = ", ".join(f"{f.name}={f.default!r}" for f in fields if f.name != "env_options")
+    flags.DEFINE_enum("role", "all", ROLES, "all: server, learner and actors here; or one role of a multi-machine run.")
+    flags.DEFINE_enum("preset", default_preset, list(presets), f"Named config preset ({agent_name}/config.py).")
+    flags.DEFINE_string("config", None, "A saved config.json to run instead of --preset (e.g. for --role actor).")
+    flags.DEFINE_string("env", None, "Env spec overriding the preset's, e.g. atari:breakout.")
+    flags.DEFINE_float("frames", None, "Frame budget (total_frames), e.g. 5e6; with --resume, extends the run.")
+    flags.DEFINE_integer("actors", None, "Actor processes (num_actors).")
+    flags.DEFINE_integer("seed", None, "Seed overriding the preset's.")
+    flags.DEFINE_multi_string(
+        "config_override", [], f"Config field NAME=VALUE; repeat for more. Fields (dataclass defaults; a preset "
+        f"sets its own values): {listed}.",
+    )  # fmt: skip
+    flags.DEFINE_multi_string("env_option", [], "Training env option NAME=VALUE; repeat for more.")
+    flags.DEFINE_string("run_dir", None, f"Run directory (default runs/{agent_name}/<preset>_<env>_s<seed>).")
+    flags.DEFINE_bool("resume", False, "Continue the run in --run_dir with its own config.json.")
+    flags.DEFINE_bool("overwrite", False, "Delete an existing --run_dir first.")
+    flags.DEFINE_string("replay_address", None, "HOST:PORT of the Reverb server (learner and actor roles).")
+    flags.DEFINE_integer("port", None, "Port of the Reverb server this process starts (default: any free port).")
+    flags.DEFINE_integer("actor_id", 0, "This actor's index (actor role); it seeds the actor's envs.")
+    flags.DEFINE_integer("incarnation", 0, "How many times this actor was restarted (seeds differ).")
+    flags.DEFINE_float("connect_timeout_s", 30.0, "How long to wait for a Reverb server before giving up.")
+
+
+def from_flags(values: flags.FlagValues) -> tuple[config_lib.Request, Options]:
+    """The request and options of the flags `define_flags` made; call from `main` only."""
+
+    def given(name: str):
+        return values[name].value if values[name].present else None
+
+    request = config_lib.Request(
+        preset=given("preset"), config_file=given("config"), env=given("env"), frames=given("frames"),
+        actors=given("actors"), seed=given("seed"), overrides=tuple(values.config_override),
+        env_options=tuple(values.env_option),
+    )  # fmt: skip
+    options = Options(
+        role=values.role, run_dir=given("run_dir"), resume=values.resume, overwrite=values.overwrite,
+        replay_address=given("replay_address"), port=given("port"), actor_id=values.actor_id,
+        incarnation=values.incarnation, connect_timeout_s=values.connect_timeout_s,
+    )  # fmt: skip
+    return request, options
+
+
+def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
+    """Runs the role `options.role`; a learner exits the process with the loop's status."""
+    what = f"{agent.name} config"
+    if options.role in ("actor", "learner") and not options.replay_address:
+        raise UsageError(f"--role {options.role} needs --replay_address HOST:PORT")
+    if options.role == "actor":
+        run_actor(agent, config_lib.resolve(agent.presets, agent.default_preset, request, what), options)
+        return
+    config = config_lib.resolve(agent.presets, agent.default_preset, request, what)
+    if options.role == "server":
+        server = reverb_server.make_server(agent.tables(config), options.port)
+        print(f"Reverb server listening on port {server.port} (all interfaces; keep it on a private network)")
+        server.wait()
+        return
+    directory = pathlib.Path(options.run_dir or default_run_dir(agent, request, config))
+    run_dir.check(directory, resume=options.resume, overwrite=options.overwrite)
+    if options.resume:
+        saved = config_lib.load(type(config), directory / "config.json", "the run's")
+        config = config_lib.resume(saved, request, agent.presets, what)
+    agent.validate(config)
+    native_log.filter_stderr()
+    if options.role == "all":
+        server = reverb_server.make_server(agent.tables(config), options.port)
+        address = f"localhost:{server.port}"
+    else:
+        address = options.replay_address
+    client = reverb_server.connect(address, options.connect_timeout_s)
+    with run_dir.starting(directory, config, resume=options.resume, overwrite=options.overwrite):
+        learner = agent.learner(config, client, address, directory)
+        record = run_dir.RunRecord(directory, config, options.role)
+    actors = None
+    if options.role == "all" and agent.actor is not None and config.num_actors:
+        actors = ActorSupervisor(agent.module, directory / "config.json", address, config.num_actors, directory)
+    print(f"run directory {directory}; Reverb at {address}", flush=True)
+    status = loop.run(learner, directory, loop.settings(config), record, actors)
+    sys.stdout.flush()
+    native_log.flush()
+    # Reverb's in-process server and dataset threads do not always tear down
+    # cleanly at interpreter exit; everything is saved, so leave at once.
+    os._exit(status)
+
+
+def default_run_dir(agent: Agent, request: config_lib.Request, config: Any) -> str:
+    if request.config_file:
+        preset = pathlib.Path(request.config_file).parent.name
+    else:
+        preset = request.preset or agent.default_preset
+    return f"runs/{agent.name}/{preset}_{config.env.replace(':', '_')}_s{config.seed}"
+
+
+def run_actor(agent: Agent, config: Any, options: Options) -> None:
+    """One actor process: act until the server goes away."""
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # The learner stops its actors.
+    client = reverb_server.connect(options.replay_address, options.connect_timeout_s)
+    seed = int(np.random.SeedSequence([config.seed, options.actor_id, options.incarnation]).generate_state(1)[0])
+    name = f"actor {options.actor_id}"
+    threading.Thread(target=exit_when_server_gone, args=(client, name, ACTOR_PATIENCE_S), daemon=True).start()
+    try:
+        agent.actor(config, client, seed % 2**31)
+    except (reverb.errors.ReverbError, RuntimeError) as error:  # The server went away.
+        print(f"{name}: stopping, Reverb server gone ({type(error).__name__})", file=sys.stderr)
+
+
+def exit_when_server_gone(client: reverb.Client, name: str, patience_s: float, period_s: float = 5.0) -> None:
+    """Ends this process once the server has been unreachable for `patience_s`.
+
+    Reverb's writers retry a lost server forever, so without this an actor
+    whose learner died (or a finished multi-machine run) would never exit.
+    """
+    unreachable_since = None
+    while True:
+        time.sleep(period_s)
+        try:
+            client.server_info(timeout=int(period_s))
+            unreachable_since = None
+        except (reverb.errors.ReverbError, RuntimeError, ValueError):
+            unreachable_since = unreachable_since or time.monotonic()
+            if time.monotonic() - unreachable_since >= patience_s:
+                print(f"{name}: Reverb server unreachable for {patience_s:.0f}s; exiting", flush=True)
+                os._exit(1)
+
+
+class ActorSupervisor:
+    """Starts actor processes and restarts any that die while training runs."""
+
+    def __init__(self, module: str, config_path: pathlib.Path, address: str, num_actors: int, log_dir: pathlib.Path):
+        self._module, self._config_path, self._address, self._log_dir = module, config_path, address, log_dir
+        self._processes: dict[int, subprocess.Popen] = {}
+        self._incarnations = dict.fromkeys(range(num_actors), 0)
+        self._stopping = threading.Event()
+        self.restarts = 0
+
+    def start(self) -> None:
+        for actor_id in self._incarnations:
+            self._start(actor_id)
+        (self._log_dir / "actor_pids").write_text(" ".join(str(p.pid) for p in self._processes.values()) + "\n")
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _start(self, actor_id: int) -> None:
+        command = [
+            sys.executable, "-m", self._module, "--role=actor", f"--config={self._config_path}",
+            f"--replay_address={self._address}", f"--actor_id={actor_id}",
+            f"--incarnation={self._incarnations[actor_id]}",
+        ]  # fmt: skip
+        log = open(self._log_dir / f"actor_{actor_id}.log", "a")
+        self._processes[actor_id] = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(1.0):
+            for actor_id, process in list(self._processes.items()):
+                if process.poll() is not None and not self._stopping.is_set():
+                    print(
+                        f"actor {actor_id} (pid {process.pid}) exited with {process.returncode}; restarting",
+                        flush=True,
+                    )
+                    self._incarnations[actor_id] += 1
+                    self.restarts += 1
+                    self._start(actor_id)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        for process in self._processes.values():
+            process.terminate()
+        for process in self._processes.values():
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()

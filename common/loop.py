@@ -1,0 +1,193 @@
+"""The training driver shared by every agent: a loop around the agent's `step()`.
+
+The agent supplies a `Learner` (IMPALA: learn from one queue batch; Double
+DQN: act, insert, maybe learn). The loop owns everything around it:
+
+* Ctrl-C and SIGTERM: stop between steps, save a final checkpoint;
+* a non-finite loss: stop without saving, keep the last good checkpoint;
+* checkpoints every `checkpoint_every_s`, with the agent's extra state;
+* progress lines (frames/s, steps/s, return, ETA), TensorBoard,
+  `episodes.csv`, and `final.json` when the frame budget is reached.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import signal
+import sys
+import threading
+import time
+from typing import Any, NamedTuple, Protocol, Sequence
+
+import tensorflow as tf
+
+from common import run_dir
+
+
+class Step(NamedTuple):
+    """What one `Learner.step` did."""
+
+    metrics: dict[str, float]  # Includes "loss", which must stay finite.
+    episodes: Sequence[tuple[float, int]] = ()  # (return, length) of games that ended.
+
+
+class Learner(Protocol):
+    """The agent's side of the loop."""
+
+    @property
+    def frames(self) -> int: ...  # Environment frames consumed so far.
+
+    @property
+    def steps(self) -> int: ...  # Learner updates so far.
+
+    def state(self) -> dict[str, Any]:
+        """Trackables to checkpoint (networks, optimizer, counters, schedules)."""
+
+    def start(self) -> None:
+        """Called once the checkpoint is restored or created (e.g. publish parameters)."""
+
+    def step(self) -> Step | None:
+        """One step; None when there was nothing to learn from yet."""
+
+    def progress(self) -> dict[str, float]:
+        """Extra numbers for the progress line and TensorBoard (e.g. the queue's fill)."""
+
+    def save_extra(self) -> None:
+        """After each checkpoint: state kept outside TensorFlow (e.g. Reverb's tables)."""
+
+
+class Actors(Protocol):
+    """Actor processes the loop starts after `Learner.start` and stops at the end."""
+
+    restarts: int
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class Settings(NamedTuple):
+    total_frames: int
+    checkpoint_every_s: float
+    log_every_s: float
+
+
+class NonFiniteLossError(RuntimeError):
+    pass
+
+
+def settings(config: Any) -> Settings:
+    return Settings(config.total_frames, config.checkpoint_every_s, config.log_every_s)
+
+
+def run(
+    learner: Learner, directory: pathlib.Path, config: Settings, record: run_dir.RunRecord, actors: Actors | None = None
+) -> int:
+    """Trains until the budget or a stop request; returns the process exit status."""
+    checkpoint = tf.train.Checkpoint(**learner.state())
+    manager = tf.train.CheckpointManager(checkpoint, directory / "checkpoints", max_to_keep=3)
+    if manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        print(f"resumed from {manager.latest_checkpoint}: step {learner.steps}, frames {learner.frames:,}", flush=True)
+    else:
+        manager.save(checkpoint_number=0)
+    record.start(learner.frames, config.total_frames)
+    learner.start()
+    if actors is not None:
+        actors.start()
+    episodes = run_dir.EpisodeLog(directory)
+    writer = run_dir.summary_writer(directory)
+    progress = run_dir.Progress(config.total_frames, config.log_every_s)
+    stop = _stop_on_signals()
+    last_checkpoint = time.monotonic()
+
+    def save() -> None:
+        manager.save(checkpoint_number=learner.steps)
+        learner.save_extra()
+        record.update()
+
+    status, metrics = 0, {}
+    try:
+        while learner.frames < config.total_frames and not stop.is_set():
+            result = learner.step()
+            if result is None:  # Nothing to learn from yet; look at `stop` again.
+                continue
+            metrics = result.metrics
+            if not math.isfinite(metrics["loss"]):
+                raise NonFiniteLossError(
+                    f"non-finite loss ({metrics['loss']}) at learner step {learner.steps}; stopped without "
+                    f"saving, the last good checkpoint is {manager.latest_checkpoint}"
+                )
+            for episode_return, length in result.episodes:
+                episodes.add(learner.frames, episode_return, length, record.wall_time_s())
+            if progress.due():
+                _log(progress, learner, metrics, episodes, writer)
+            if time.monotonic() - last_checkpoint >= config.checkpoint_every_s:
+                save()
+                last_checkpoint = time.monotonic()
+        save()
+        if stop.is_set():
+            print(f"interrupted: saved checkpoint at step {learner.steps}; continue with --resume", flush=True)
+        else:
+            _finish(directory, learner, episodes, record, actors)
+    except NonFiniteLossError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        status = 1
+    finally:
+        if actors is not None:
+            actors.stop()
+        episodes.close()
+        writer.flush()
+    return status
+
+
+def _stop_on_signals() -> threading.Event:
+    """An event set by Ctrl-C or SIGTERM.
+
+    The handler only sets the event: raising from it could land inside a C++
+    call and turn into another error.
+    """
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
+
+
+def _log(progress: run_dir.Progress, learner: Learner, metrics, episodes: run_dir.EpisodeLog, writer) -> None:
+    """The progress line, TensorBoard scalars, and a flush of episodes.csv."""
+    mean_return = episodes.mean_recent()
+    numbers = learner.progress()
+    extras = {
+        **{name: f"{value:g}" for name, value in numbers.items()},
+        "episodes": str(episodes.count),
+        "return(100)": "-" if mean_return is None else f"{mean_return:.2f}",
+        "loss": f"{metrics['loss']:.3g}",
+    }
+    print(progress.line(learner.frames, learner.steps, **extras), flush=True)
+    with writer.as_default(step=learner.frames):
+        for name, value in metrics.items():
+            tf.summary.scalar(f"learner/{name}", value)
+        for name, value in numbers.items():
+            tf.summary.scalar(f"progress/{name}", value)
+        if mean_return is not None:
+            tf.summary.scalar("actors/mean_return_100", mean_return)
+    episodes.flush()
+
+
+def _finish(
+    directory: pathlib.Path, learner: Learner, episodes: run_dir.EpisodeLog, record, actors: Actors | None
+) -> None:
+    final = {
+        "frames": learner.frames, "learner_steps": learner.steps, "episodes": episodes.count,
+        "mean_return_last_100": episodes.mean_recent(), "wall_time_s": round(record.wall_time_s(), 1),
+        "segments": len(record.segments), "actor_restarts": actors.restarts if actors else 0,
+    }  # fmt: skip
+    (directory / "final.json").write_text(json.dumps(final, indent=2) + "\n")
+    mean = episodes.mean_recent()
+    print(
+        f"done: {learner.frames:,} frames, {learner.steps} learner steps, {episodes.count} episodes, "
+        f"mean return(100) {'-' if mean is None else f'{mean:.2f}'}",
+        flush=True,
+    )

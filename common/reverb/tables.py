@@ -1,0 +1,76 @@
+"""The Reverb tables the agents declare (DESIGN "Runtime topology").
+
+| agent  | tables                                                  |
+| ------ | ------------------------------------------------------- |
+| IMPALA | `queue` (FIFO, each item sampled once), `params`        |
+| LASER  | IMPALA's plus `replay` (uniform, FIFO eviction)         |
+| PER    | `replay` (prioritized, FIFO eviction), `params` (actors) |
+"""
+
+from __future__ import annotations
+
+import reverb
+
+from common.errors import UsageError
+
+PARAMS = "params"
+
+
+def queue(name: str, max_size: int) -> reverb.Table:
+    """A FIFO queue: every item is sampled exactly once, in insertion order (IMPALA §3)."""
+    return reverb.Table.queue(name, max_size)
+
+
+def variables(name: str = PARAMS) -> reverb.Table:
+    """The newest parameters: one item, sampled any number of times.
+
+    The newest insert evicts the previous one; `MinSize(1)` makes a reader
+    wait for the first publish.
+    """
+    return reverb.Table(
+        name=name,
+        sampler=reverb.selectors.Lifo(),
+        remover=reverb.selectors.Fifo(),
+        max_size=1,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+    )
+
+
+def _rate_limiter(min_size: int, samples_per_insert: float | None) -> reverb.rate_limiters.RateLimiter:
+    """`MinSize`, or a `SampleToInsertRatio` that holds the replay ratio."""
+    if min_size < 1:
+        raise UsageError(f"min_size={min_size}: must be >= 1")
+    if samples_per_insert is None:
+        return reverb.rate_limiters.MinSize(min_size)
+    # How far the ratio may drift before one side blocks: 10% of the samples
+    # the first min_size inserts allow (Acme's tolerance), and never less than
+    # two inserts' worth, so a single-process act-then-learn loop cannot block
+    # itself between its insert and its sample.
+    error_buffer = max(0.1 * min_size * samples_per_insert, 2.0 * samples_per_insert)
+    return reverb.rate_limiters.SampleToInsertRatio(samples_per_insert, min_size, error_buffer)
+
+
+def uniform_replay(
+    name: str, capacity: int, min_size: int = 1, samples_per_insert: float | None = None
+) -> reverb.Table:
+    """Uniform sampling with FIFO eviction (IMPALA §5.2.2's replay, LASER's shared replay)."""
+    return reverb.Table(
+        name=name,
+        sampler=reverb.selectors.Uniform(),
+        remover=reverb.selectors.Fifo(),
+        max_size=capacity,
+        rate_limiter=_rate_limiter(min_size, samples_per_insert),
+    )
+
+
+def prioritized_replay(
+    name: str, capacity: int, priority_exponent: float, min_size: int = 1, samples_per_insert: float | None = None
+) -> reverb.Table:
+    """P(i) = p_i^alpha / sum_k p_k^alpha (PER eq. 1) with FIFO eviction."""
+    return reverb.Table(
+        name=name,
+        sampler=reverb.selectors.Prioritized(priority_exponent=priority_exponent),
+        remover=reverb.selectors.Fifo(),
+        max_size=capacity,
+        rate_limiter=_rate_limiter(min_size, samples_per_insert),
+    )
