@@ -20,18 +20,23 @@ from typing import Any
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
-def _git(*args: str) -> str:
+def _git(*args: str, repo: pathlib.Path = REPO) -> str:
     try:
-        out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=True)
+        out = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=10, check=True)
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
 
-def _git_state() -> dict[str, Any]:
-    # Outputs under results/ are not code: rewriting them does not make a run dirty.
-    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")
-    return {"commit": _git("rev-parse", "HEAD"), "dirty": bool(status) if status != "unknown" else "unknown"}
+def _git_state(repo: pathlib.Path = REPO) -> dict[str, Any]:
+    """HEAD's commit, and whether the tree differs from it.
+
+    Dirty means a modified tracked file or an untracked file git does not
+    ignore (a new source file changes the code as much as an edit does).
+    Outputs under results/ are not code: writing them does not make a run dirty.
+    """
+    status = _git("status", "--porcelain", "--untracked-files=normal", "--", ".", ":!results", repo=repo)
+    return {"commit": _git("rev-parse", "HEAD", repo=repo), "dirty": bool(status) if status != "unknown" else "unknown"}
 
 
 # The code a run used is the code at its start: taken when the entry point

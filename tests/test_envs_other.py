@@ -1,8 +1,10 @@
 """MinAtar, the toy env, the DMLab adapter (against a fake module) and the factory."""
 
+import inspect
 import sys
 import types
 
+import minatar
 import numpy as np
 import pytest
 
@@ -10,13 +12,41 @@ from common import envs
 from common.envs import dmlab
 from common.errors import UsageError
 
+_ENVIRONMENT_SIGNATURE = inspect.signature(minatar.Environment.__init__)  # Before any monkeypatch.
 
-def test_minatar_uses_the_papers_settings_by_default():
+
+@pytest.fixture
+def minatar_calls(monkeypatch) -> list[tuple[tuple, dict]]:
+    """Records the arguments of every `minatar.Environment(...)` our wrapper makes."""
+    calls, real = [], minatar.Environment
+
+    def recording(*args, **kwargs):
+        calls.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(minatar, "Environment", recording)
+    return calls
+
+
+def _bound(call: tuple[tuple, dict]) -> dict:
+    """The call's arguments by name, with `minatar.Environment`'s own defaults filled in."""
+    bound = _ENVIRONMENT_SIGNATURE.bind(None, *call[0], **call[1])
+    bound.apply_defaults()
+    return {k: v for k, v in bound.arguments.items() if k != "self"}
+
+
+def test_minatar_environment_gets_the_papers_settings_by_default(minatar_calls):
     env = envs.make("minatar:breakout", seed=0)
-    assert env.action_space.n == 6
-    assert env.options.sticky_action_prob == 0.1 and env.options.difficulty_ramping
+    # Young & Tian 2019 (MinAtar README): sticky actions 0.1, difficulty ramping on.
+    assert _bound(minatar_calls[-1]) == {"env_name": "breakout", "sticky_action_prob": 0.1, "difficulty_ramping": True}
+    assert env.action_space.n == 6  # All 6 actions, not the minimal set.
     observation, _ = env.reset()
     assert observation.shape == (10, 10, 4) and observation.dtype == np.uint8
+
+
+def test_minatar_options_reach_the_environment(minatar_calls):
+    envs.make("minatar:asterix", seed=0, sticky_action_prob=0.3, difficulty_ramping=False)
+    assert _bound(minatar_calls[-1]) == {"env_name": "asterix", "sticky_action_prob": 0.3, "difficulty_ramping": False}
 
 
 @pytest.mark.parametrize("game", ["asterix", "breakout", "freeway", "seaquest", "space_invaders"])

@@ -23,19 +23,49 @@ def test_fixed_point_is_the_value_of_pi_rho_bar(mdps, rho_bar):
         np.testing.assert_allclose(V, expected, atol=1e-9)
 
 
-def test_fixed_point_moves_from_v_mu_to_v_pi_as_rho_bar_grows(mdps):
+def _fixed_point(mdp: study_module.Mdp, rho_bar: float) -> np.ndarray:
+    b, M = study_module.operator(mdp, rho_bar, min(1.0, rho_bar))
+    return np.linalg.solve(np.eye(len(b)) - M, b)
+
+
+def test_fixed_point_is_v_mu_as_rho_bar_nears_0_and_v_pi_at_infinity(mdps):
+    # IMPALA §4.1 / Remark 3; solved from the operator, not from eq. (6).
     for mdp in mdps:
-        V_pi = study_module.value(mdp, mdp.pi)
-        distances = [
-            np.abs(study_module.value(mdp, study_module.truncated_policy(mdp, r)) - V_pi).max()
-            for r in (1e-3, 0.5, 1.0, 10.0, np.inf)
-        ]
-        assert distances[-1] < 1e-9 and distances[0] > distances[-1]
-        np.testing.assert_allclose(
-            study_module.value(mdp, study_module.truncated_policy(mdp, 1e-9)),
-            study_module.value(mdp, mdp.mu),
-            atol=1e-6,
-        )
+        V_mu, V_pi = study_module.value(mdp, mdp.mu), study_module.value(mdp, mdp.pi)
+        assert np.abs(V_pi - V_mu).max() > 0.1  # The endpoints are distinguishable.
+        np.testing.assert_allclose(_fixed_point(mdp, np.inf), V_pi, atol=1e-9)
+        np.testing.assert_allclose(_fixed_point(mdp, 1e-6), V_mu, atol=1e-4)
+
+
+def test_evaluated_policy_moves_monotonically_from_mu_to_pi():
+    # Remark 3: for finite rho_bar the operator evaluates a policy "in between mu
+    # and pi". Per state, pi_rho_bar's total-variation distance to pi shrinks
+    # and its distance to mu grows as rho_bar grows.
+    rng = np.random.default_rng(1)
+    rho_bars = np.geomspace(1e-4, 1e4, 161)
+    for _ in range(5):
+        mdp = study_module.random_mdp(rng, STUDY)
+        policies = np.stack([study_module.truncated_policy(mdp, r) for r in rho_bars])  # [R, S, A]
+        to_pi = np.abs(policies - mdp.pi).sum(-1)
+        to_mu = np.abs(policies - mdp.mu).sum(-1)
+        assert (np.diff(to_pi, axis=0) <= 1e-12).all() and (np.diff(to_mu, axis=0) >= -1e-12).all()
+        assert to_pi[-1].max() < 1e-12 and to_mu[0].max() < 1e-3
+
+
+def test_fixed_point_value_can_leave_the_segment_between_v_mu_and_v_pi():
+    # Why the distance of V^{pi_rho_bar} to V^pi is not monotone in rho_bar: one
+    # state, three self-loop actions, r = (0, 0, 1), gamma = 0.9. mu and pi both
+    # pay 0.01 per step, so V^mu = V^pi = 0.1. At rho_bar = 1, eq. (6) weights
+    # min(mu, pi) = (0.01, 0.01, 0.01): the uniform policy, V = (1/3) / 0.1.
+    mdp = study_module.Mdp(
+        P=np.ones((1, 3, 1)),
+        r=np.array([[0.0, 0.0, 1.0]]),
+        mu=np.array([[0.98, 0.01, 0.01]]),
+        pi=np.array([[0.01, 0.98, 0.01]]),
+        gamma=0.9,
+    )
+    np.testing.assert_allclose(_fixed_point(mdp, np.inf), [0.1], atol=1e-12)
+    np.testing.assert_allclose(_fixed_point(mdp, 1.0), [10 / 3], atol=1e-12)
 
 
 def test_c_bar_changes_the_modulus_but_not_the_fixed_point(mdps):

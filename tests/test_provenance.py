@@ -1,0 +1,60 @@
+"""`provenance._git_state` in a throwaway git repository: commit and dirty flag."""
+
+import pathlib
+import subprocess
+
+import pytest
+
+from common import provenance
+
+
+def _git(repo: pathlib.Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A repository with one committed source file, results/ tracked, and *.log ignored."""
+    _git(tmp_path, "init", "--quiet")
+    _git(tmp_path, "config", "user.email", "test@example.com")
+    _git(tmp_path, "config", "user.name", "test")
+    (tmp_path / "train.py").write_text("print('v1')\n")
+    (tmp_path / ".gitignore").write_text("*.log\n")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "scores.csv").write_text("game,score\n")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "--quiet", "-m", "initial")
+    return tmp_path
+
+
+def test_clean_tree_reports_head_commit_and_not_dirty(repo):
+    state = provenance._git_state(repo)
+    assert state == {"commit": _git(repo, "rev-parse", "HEAD"), "dirty": False}
+    assert len(state["commit"]) == 40
+
+
+def test_modified_tracked_file_is_dirty(repo):
+    (repo / "train.py").write_text("print('v2')\n")
+    assert provenance._git_state(repo)["dirty"] is True
+
+
+def test_untracked_source_file_is_dirty(repo):
+    (repo / "networks").mkdir()
+    (repo / "networks" / "new_torso.py").write_text("pass\n")
+    assert provenance._git_state(repo)["dirty"] is True
+
+
+def test_ignored_file_is_not_dirty(repo):
+    (repo / "run.log").write_text("step 1\n")
+    assert provenance._git_state(repo)["dirty"] is False
+
+
+def test_changes_under_results_are_not_dirty(repo):
+    (repo / "results" / "scores.csv").write_text("game,score\npong,21\n")  # Modified, tracked.
+    (repo / "results" / "impala").mkdir()
+    (repo / "results" / "impala" / "provenance.json").write_text("{}\n")  # New, untracked.
+    assert provenance._git_state(repo)["dirty"] is False
+
+
+def test_outside_a_repository_says_unknown(tmp_path):
+    assert provenance._git_state(tmp_path) == {"commit": "unknown", "dirty": "unknown"}
