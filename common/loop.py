@@ -100,7 +100,7 @@ def run(
     episodes = run_dir.EpisodeLog(directory)
     writer = run_dir.summary_writer(directory)
     progress = run_dir.Progress(config.total_frames, config.log_every_s)
-    stop = _stop_on_signals()
+    stop, previous_handlers = _stop_on_signals()
     last_checkpoint = time.monotonic()
 
     def save() -> None:
@@ -136,6 +136,8 @@ def run(
         print(f"error: {error}", file=sys.stderr, flush=True)
         status = 1
     finally:
+        for signum, handler in previous_handlers.items():
+            signal.signal(signum, handler)
         if actors is not None:
             actors.stop()
         episodes.close()
@@ -143,16 +145,17 @@ def run(
     return status
 
 
-def _stop_on_signals() -> threading.Event:
-    """An event set by Ctrl-C or SIGTERM.
+def _stop_on_signals() -> tuple[threading.Event, dict]:
+    """An event set by Ctrl-C or SIGTERM, and the handlers it replaced.
 
     The handler only sets the event: raising from it could land inside a C++
     call and turn into another error.
     """
     stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum in previous:
         signal.signal(signum, lambda *_: stop.set())
-    return stop
+    return stop, previous
 
 
 def _log(progress: run_dir.Progress, learner: Learner, metrics, episodes: run_dir.EpisodeLog, writer) -> None:

@@ -118,16 +118,17 @@ class QueueLearner:
         """The queue is transient: nothing outside the checkpoint to keep."""
 
 
-def learner_strategy(distribute: str, simulated_cpu_devices: int | None, batch_size: int):
+def simulate_cpu_devices(count: int) -> None:
+    """Splits the CPU into `count` logical devices; must run before TensorFlow starts."""
+    logical = [tf.config.LogicalDeviceConfiguration()] * count
+    tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0], logical)
+
+
+def learner_strategy(distribute: str, simulated: bool, batch_size: int):
     """The learner's tf.distribute strategy for --distribute, or None."""
     if distribute == "none":
         return None
-    if simulated_cpu_devices:
-        logical = [tf.config.LogicalDeviceConfiguration()] * simulated_cpu_devices
-        tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0], logical)
-        devices = [d.name for d in tf.config.list_logical_devices("CPU")]
-    else:
-        devices = [d.name for d in tf.config.list_logical_devices("GPU")]
+    devices = [d.name for d in tf.config.list_logical_devices("CPU" if simulated else "GPU")]
     if not devices:
         raise UsageError("--distribute mirrored found no GPU; use --simulated_cpu_devices N to try it on CPU")
     if batch_size % len(devices):
@@ -135,9 +136,8 @@ def learner_strategy(distribute: str, simulated_cpu_devices: int | None, batch_s
     return tf.distribute.MirroredStrategy(devices)
 
 
-def make_learner(distribute, simulated_cpu_devices, config, client, address, directory: pathlib.Path):
-    strategy = learner_strategy(distribute, simulated_cpu_devices, config.batch_size)
-    return QueueLearner(config, client, address, strategy)
+def make_learner(distribute: str, simulated: bool, config, client, address, directory: pathlib.Path):
+    return QueueLearner(config, client, address, learner_strategy(distribute, simulated, config.batch_size))
 
 
 AGENT = launch.Agent(
@@ -150,7 +150,9 @@ def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise UsageError(f"unexpected arguments {argv[1:]}; flags only (see --help)")
     request, options = launch.from_flags(FLAGS)
-    learner = functools.partial(make_learner, FLAGS.distribute, FLAGS.simulated_cpu_devices)
+    if FLAGS.simulated_cpu_devices:
+        simulate_cpu_devices(FLAGS.simulated_cpu_devices)
+    learner = functools.partial(make_learner, FLAGS.distribute, bool(FLAGS.simulated_cpu_devices))
     launch.run(dataclasses.replace(AGENT, learner=learner), request, options)
 
 

@@ -36,22 +36,32 @@ def variables(name: str = PARAMS) -> reverb.Table:
     )
 
 
-def _rate_limiter(min_size: int, samples_per_insert: float | None) -> reverb.rate_limiters.RateLimiter:
-    """`MinSize`, or a `SampleToInsertRatio` that holds the replay ratio."""
+def _rate_limiter(
+    min_size: int, samples_per_insert: float | None, error_buffer: float | None
+) -> reverb.rate_limiters.RateLimiter:
+    """`MinSize`, or a `SampleToInsertRatio` that holds the replay ratio.
+
+    The ratio limiter blocks inserts too, once they run `error_buffer / 2`
+    samples' worth ahead: a single-process loop that inserts k items between
+    samples needs error_buffer >= 2 k samples_per_insert, or it blocks itself.
+    The default is 10% of the samples the first `min_size` inserts allow
+    (Acme's tolerance), and never less than 8 inserts' worth.
+    """
     if min_size < 1:
         raise UsageError(f"min_size={min_size}: must be >= 1")
     if samples_per_insert is None:
         return reverb.rate_limiters.MinSize(min_size)
-    # How far the ratio may drift before one side blocks: 10% of the samples
-    # the first min_size inserts allow (Acme's tolerance), and never less than
-    # two inserts' worth, so a single-process act-then-learn loop cannot block
-    # itself between its insert and its sample.
-    error_buffer = max(0.1 * min_size * samples_per_insert, 2.0 * samples_per_insert)
+    if error_buffer is None:
+        error_buffer = max(0.1 * min_size * samples_per_insert, 8.0 * samples_per_insert)
     return reverb.rate_limiters.SampleToInsertRatio(samples_per_insert, min_size, error_buffer)
 
 
 def uniform_replay(
-    name: str, capacity: int, min_size: int = 1, samples_per_insert: float | None = None
+    name: str,
+    capacity: int,
+    min_size: int = 1,
+    samples_per_insert: float | None = None,
+    error_buffer: float | None = None,
 ) -> reverb.Table:
     """Uniform sampling with FIFO eviction (IMPALA §5.2.2's replay, LASER's shared replay)."""
     return reverb.Table(
@@ -59,12 +69,17 @@ def uniform_replay(
         sampler=reverb.selectors.Uniform(),
         remover=reverb.selectors.Fifo(),
         max_size=capacity,
-        rate_limiter=_rate_limiter(min_size, samples_per_insert),
+        rate_limiter=_rate_limiter(min_size, samples_per_insert, error_buffer),
     )
 
 
 def prioritized_replay(
-    name: str, capacity: int, priority_exponent: float, min_size: int = 1, samples_per_insert: float | None = None
+    name: str,
+    capacity: int,
+    priority_exponent: float,
+    min_size: int = 1,
+    samples_per_insert: float | None = None,
+    error_buffer: float | None = None,
 ) -> reverb.Table:
     """P(i) = p_i^alpha / sum_k p_k^alpha (PER eq. 1) with FIFO eviction."""
     return reverb.Table(
@@ -72,5 +87,5 @@ def prioritized_replay(
         sampler=reverb.selectors.Prioritized(priority_exponent=priority_exponent),
         remover=reverb.selectors.Fifo(),
         max_size=capacity,
-        rate_limiter=_rate_limiter(min_size, samples_per_insert),
+        rate_limiter=_rate_limiter(min_size, samples_per_insert, error_buffer),
     )

@@ -1,0 +1,288 @@
+"""The shared runtime in `common/`, in-process: config resolution, schedules,
+the run directory, the loop, Reverb adders and tables, torsos and layouts."""
+
+import dataclasses
+import json
+import math
+import socket
+import threading
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import reverb
+import tensorflow as tf
+
+from common import config as config_lib
+from common import loop, networks, run_dir
+from common.errors import UsageError
+from common.reverb import adders, datasets, server, tables
+from common.schedules import LinearSchedule
+from impala.config import PRESETS
+
+Request = config_lib.Request
+
+
+# Config resolution: a pure function of the request and the presets. -------------
+
+
+def resolve(**request):
+    return config_lib.resolve(PRESETS, "toy", Request(**request), "impala config")
+
+
+def test_resolve_applies_only_what_was_given():
+    assert resolve() == PRESETS["toy"]
+    config = resolve(preset="minatar", frames=2e6, actors=3, seed=7, overrides=("batch_size=4",))
+    expected = dataclasses.replace(PRESETS["minatar"], total_frames=2_000_000, num_actors=3, seed=7, batch_size=4)
+    assert config == expected
+
+
+@pytest.mark.parametrize(
+    "request_fields, message",
+    [
+        ({"frames": 0.5}, "--frames=0.5: must be a whole number of frames >= 1"),
+        ({"frames": 0.0}, "--frames=0: must be a whole number"),
+        ({"actors": 0}, "num_actors=0: must be >= 1"),
+        ({"preset": "huge"}, "unknown preset 'huge'; accepted: atari_shallow"),
+        ({"preset": "toy", "config_file": "x.json"}, "--config and --preset exclude each other"),
+        ({"overrides": ("env_options=x",)}, "unknown option 'env_options'"),
+    ],
+)
+def test_resolve_rejects_what_it_cannot_run(request_fields, message):
+    with pytest.raises(UsageError, match=message):
+        resolve(**request_fields)
+
+
+def test_env_options_follow_the_env_family():
+    assert dict(resolve(preset="atari_shallow", env="atari:breakout").env_options) == {"terminal_on_life_loss": True}
+    assert resolve(preset="atari_shallow", env="minatar:breakout").env_options == ()
+
+
+def test_resume_changes_only_operational_fields():
+    saved = PRESETS["minatar"]
+    config = config_lib.resume(saved, Request(frames=1e7, actors=1), PRESETS, "c")
+    assert config == dataclasses.replace(saved, total_frames=10_000_000, num_actors=1)
+    assert config_lib.resume(saved, Request(), PRESETS, "c") == saved  # Nothing given: the saved config.
+    assert config_lib.resume(saved, Request(preset="minatar"), PRESETS, "c") == saved
+
+
+@pytest.mark.parametrize(
+    "request_fields, field",
+    [
+        ({"env": "minatar:asterix"}, "env"),
+        ({"overrides": ("learning_rate=0.1",)}, "learning_rate"),
+        ({"seed": 5}, "seed"),
+        ({"preset": "toy"}, "env"),  # Another preset's settings, starting with its env.
+        ({"env_options": ("sticky_action_prob=0.2",)}, "env_options"),
+    ],
+)
+def test_resume_refuses_to_change_the_experiment(request_fields, field):
+    with pytest.raises(UsageError, match=f"--resume keeps the run's saved config: {field} would change"):
+        config_lib.resume(PRESETS["minatar"], Request(**request_fields), PRESETS, "c")
+
+
+def test_saved_config_round_trips_and_bad_files_are_named(tmp_path):
+    saved = PRESETS["atari_shallow"]
+    path = tmp_path / "config.json"
+    path.write_text(config_lib.to_json(saved))
+    assert config_lib.load(type(saved), path) == saved
+    for text, message in [
+        ("{broken", "is not valid JSON"),
+        ("[1, 2]", "must hold a JSON object"),
+        (json.dumps({"env": "toy:catch", "colour": 1}), "unknown config fields colour; accepted: env"),
+        (json.dumps({"batch_size": "many"}), "field batch_size='many' must be a int"),
+        (json.dumps({"env_options": "x"}), "env_options must be a list of"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(UsageError, match=message):
+            config_lib.load(type(saved), path)
+
+
+# The learning-rate / beta schedule. -----------------------------------------------
+
+
+def test_linear_schedule_continues_without_a_jump_on_a_larger_budget(tmp_path):
+    schedule = LinearSchedule(0.6, 0.0, end=100)
+    assert schedule(0, 100) == pytest.approx(0.6) and schedule(50, 100) == pytest.approx(0.3)
+    assert schedule(100, 100) == 0.0
+    path = tf.train.Checkpoint(s=schedule).save(str(tmp_path / "ckpt"))
+    restored = LinearSchedule(0.6, 0.0, end=300)  # A resumed run's config with a larger budget...
+    tf.train.Checkpoint(s=restored).restore(path).assert_existing_objects_matched()
+    assert restored(50, 300) == pytest.approx(0.3)  # ...continues from where it was,
+    assert restored(175, 300) == pytest.approx(0.15)  # ...anneals linearly from there,
+    assert restored(300, 300) == 0.0 and restored(400, 300) == 0.0  # ...and reaches 0 at the new end.
+
+
+# The run directory. ---------------------------------------------------------------
+
+
+def test_a_failed_start_removes_what_it_created(tmp_path):
+    path = tmp_path / "run"
+    with pytest.raises(RuntimeError):
+        with run_dir.starting(path, PRESETS["toy"], resume=False, overwrite=False):
+            raise RuntimeError("the learner could not be built")
+    assert not path.exists()
+    with run_dir.starting(path, PRESETS["toy"], resume=False, overwrite=False):
+        pass
+    assert json.loads((path / "config.json").read_text())["env"] == "toy:catch"
+    with pytest.raises(UsageError, match="already exists; pass --resume"):
+        run_dir.check(path, resume=False, overwrite=False)
+
+
+def test_a_failed_resume_leaves_the_run_as_it_was(tmp_path):
+    path = tmp_path / "run"
+    with run_dir.starting(path, PRESETS["toy"], resume=False, overwrite=False):
+        pass
+    before = {p.name: p.read_bytes() for p in path.iterdir()}
+    with pytest.raises(RuntimeError):
+        with run_dir.starting(path, PRESETS["minatar"], resume=True, overwrite=False):
+            raise RuntimeError("boom")
+    assert {p.name: p.read_bytes() for p in path.iterdir()} == before
+
+
+def test_first_progress_line_has_no_eta_and_later_ones_do():
+    progress = run_dir.Progress(total_frames=1000, every_s=0.0)
+    first = progress.line(100, 1, extra="1")
+    assert "ETA ?" in first and "nan" not in first and "steps/s" not in first
+    later = progress.line(200, 2)
+    assert "steps/s" in later and "ETA ?" not in later
+
+
+# The loop, with a scripted learner. --------------------------------------------------
+
+
+class ScriptedLearner(tf.Module):
+    """Makes `frames_per_step` frames per step; the loss becomes NaN at step `nan_at`."""
+
+    def __init__(self, frames_per_step=10, nan_at=None):
+        super().__init__()
+        self.counter = tf.Variable(0, dtype=tf.int64)
+        self.frames_per_step, self.nan_at = frames_per_step, nan_at
+        self.started = self.extra_saves = 0
+
+    frames = property(lambda self: int(self.counter.numpy()) * self.frames_per_step)
+    steps = property(lambda self: int(self.counter.numpy()))
+
+    def state(self):
+        return {"learner": self}
+
+    def start(self):
+        self.started += 1
+
+    def step(self):
+        self.counter.assign_add(1)
+        loss = math.nan if self.steps == self.nan_at else 1.0
+        return loop.Step({"loss": loss}, [(float(self.steps), 1)])
+
+    def progress(self):
+        return {"queue": 3.0}
+
+    def save_extra(self):
+        self.extra_saves += 1
+
+
+def run_loop(path, learner, total_frames):
+    path.mkdir(exist_ok=True)
+    record = run_dir.RunRecord(path, PRESETS["toy"], "all")
+    return loop.run(learner, path, loop.Settings(total_frames, 0.0, 0.0), record)
+
+
+def checkpoint_steps(path):
+    return sorted(int(p.name.split("-")[1].split(".")[0]) for p in (path / "checkpoints").glob("ckpt-*.index"))
+
+
+def test_loop_trains_to_the_budget_and_resumes_with_its_statistics(tmp_path):
+    learner = ScriptedLearner()
+    assert run_loop(tmp_path, learner, total_frames=50) == 0
+    assert learner.started == 1 and learner.extra_saves >= 1  # The extra state is saved with each checkpoint.
+    final = json.loads((tmp_path / "final.json").read_text())
+    assert final["frames"] == 50 and final["episodes"] == 5 and final["mean_return_last_100"] == pytest.approx(3.0)
+    resumed = ScriptedLearner()
+    assert run_loop(tmp_path, resumed, total_frames=100) == 0
+    assert resumed.steps == 10  # Restored at step 5, then 5 more.
+    final = json.loads((tmp_path / "final.json").read_text())
+    assert final["episodes"] == 10 and final["mean_return_last_100"] == pytest.approx(5.5)
+    provenance = json.loads((tmp_path / "provenance.json").read_text())
+    assert [s["frames_at_start"] for s in provenance["segments"]] == [0, 50]
+    assert [s["total_frames"] for s in provenance["segments"]] == [50, 100]
+    assert final["segments"] == 2
+    assert final["wall_time_s"] == pytest.approx(sum(s["wall_time_s"] for s in provenance["segments"]), abs=0.2)
+
+
+def test_loop_stops_on_a_non_finite_loss_and_keeps_the_last_good_checkpoint(tmp_path, capsys):
+    learner = ScriptedLearner(nan_at=3)
+    assert run_loop(tmp_path, learner, total_frames=1000) == 1
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "non-finite loss" in errors[0] and "last good checkpoint" in errors[0]
+    assert max(checkpoint_steps(tmp_path)) < 3 and not (tmp_path / "final.json").exists()
+
+
+# Reverb: adders and tables on a real in-process server. -------------------------------
+
+
+def test_one_history_feeds_several_tables_and_n_step_items():
+    spec = {"x": tf.TensorSpec((), tf.int32)}
+    srv = reverb.Server([tables.queue("queue", 100), tables.uniform_replay("replay", 100)])
+    client = reverb.Client(f"localhost:{srv.port}")
+    adder = adders.SequenceAdder(client, spec, 2, length=3, period=1, priorities={"queue": 1.0, "replay": 1.0})
+    for t in range(5):
+        adder.append({"x": np.array([t, 100 + t])})
+    adder.close()
+    info = client.server_info()
+    assert info["queue"].current_size == info["replay"].current_size == 2 * 3  # Steps 0..2, 1..3, 2..4 per env.
+    batch = next(iter(datasets.dataset(f"localhost:{srv.port}", "queue", spec, 3, 6)))
+    items = sorted(map(tuple, batch["x"].numpy().tolist()))
+    assert items == [(0, 1, 2), (1, 2, 3), (2, 3, 4), (100, 101, 102), (101, 102, 103), (102, 103, 104)]
+    srv.stop()
+
+
+def test_sample_to_insert_ratio_holds_the_replay_ratio():
+    """8 samples per insert (PER's 32 per 4 steps), enforced on both sides by the limiter."""
+    spec = {"x": tf.TensorSpec((), tf.int32)}
+    srv = reverb.Server([tables.uniform_replay("replay", 1000, min_size=10, samples_per_insert=8.0, error_buffer=16)])
+    address = f"localhost:{srv.port}"
+    adder = adders.SequenceAdder(reverb.Client(address), spec, 1, length=1, period=1, priorities={"replay": 1.0})
+
+    def insert():
+        for i in range(30):  # Blocks whenever the inserts run ahead of the samples.
+            adder.append({"x": np.array([i])})
+
+    writer = threading.Thread(target=insert, daemon=True)
+    writer.start()
+    # The dataset ends once the limiter has blocked it for a second: all 30 inserted.
+    sampled = sum(1 for _ in datasets.dataset(address, "replay", spec, 1, 1, timeout_ms=1000))
+    writer.join(timeout=10)
+    assert not writer.is_alive()
+    # Samples beyond the first 10 inserts: 8 per insert, within the limiter's error buffer (16).
+    assert abs(sampled - 8 * (30 - 10)) <= 16, sampled
+    srv.stop()
+
+
+def test_a_busy_port_is_refused():
+    with socket.socket() as holder:
+        holder.bind(("0.0.0.0", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        with pytest.raises(UsageError, match=f"--port={port} is already in use"):
+            server.make_server([tables.variables()], port)
+
+
+# Torsos and observation layouts. -------------------------------------------------------
+
+
+def test_preprocess_learns_the_layout_from_the_observation_space():
+    atari = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    frames = np.random.default_rng(0).integers(0, 256, (2, 4, 84, 84)).astype(np.uint8)
+    x = networks.Preprocess(atari)(tf.constant(frames)).numpy()
+    np.testing.assert_allclose(x, np.transpose(frames, (0, 2, 3, 1)) / 255.0, rtol=1e-6)
+    minatar = gym.spaces.Box(0, 1, (10, 10, 4), np.uint8)
+    board = np.ones((1, 10, 10, 4), np.uint8)
+    np.testing.assert_array_equal(networks.Preprocess(minatar)(tf.constant(board)).numpy(), board)
+
+
+def test_a_network_that_does_not_fit_the_env_is_named():
+    minatar = gym.spaces.Box(0, 1, (10, 10, 4), np.uint8)
+    with pytest.raises(UsageError, match="network 'shallow' does not fit minatar:breakout's observations"):
+        networks.check_fits("shallow", minatar, "minatar:breakout")
+    networks.check_fits("minatar", minatar, "minatar:breakout")
+    networks.check_fits("nature_dqn", gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), "atari:pong")
