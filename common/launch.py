@@ -35,6 +35,9 @@ from common.reverb import server as reverb_server
 ROLES = ("all", "server", "learner", "actor")
 # How long an actor keeps trying to reach a vanished Reverb server before it exits.
 ACTOR_PATIENCE_S = 30.0
+# Where an agent with `checkpoint_tables` keeps its Reverb checkpoints.
+TABLES_DIR = "replay"
+TABLES_LOG = "replay_server.log"  # What the server logs while it starts (and loads the tables).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +52,10 @@ class Agent:
     validate: Callable[[Any], None]  # A UsageError for a config that cannot run; creates nothing.
     learner: Callable[[Any, reverb.Client, str, pathlib.Path], loop.Learner]  # (config, client, address, run dir)
     actor: Optional[Callable[[Any, reverb.Client, int], None]] = None  # (config, client, seed); acts until stopped.
+    # With --role all: the server checkpoints its tables into RUN_DIR/replay
+    # (`Learner.save_extra` calls `client.checkpoint()`), and a resumed run
+    # starts its server from them, so a replay survives a restart.
+    checkpoint_tables: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,16 +136,25 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     run_dir.check(directory, resume=options.resume, overwrite=options.overwrite)
     if options.resume:
         saved = config_lib.load(type(config), directory / "config.json", "the run's")
+        if request.frames is None:  # Keep the budget of the latest start, which a resume may have raised.
+            request = dataclasses.replace(request, frames=run_dir.last_budget(directory))
         config = config_lib.resume(saved, request, agent.presets, what)
     agent.validate(config)
     native_log.filter_stderr()
-    if options.role == "all":
+    tables_in_run_dir = options.role == "all" and agent.checkpoint_tables
+    if options.role == "all" and not tables_in_run_dir:
         server = reverb_server.make_server(agent.tables(config), options.port)
         address = f"localhost:{server.port}"
     else:
         address = options.replay_address
-    client = reverb_server.connect(address, options.connect_timeout_s)
+    client = None if tables_in_run_dir else reverb_server.connect(address, options.connect_timeout_s)
     with run_dir.starting(directory, config, resume=options.resume, overwrite=options.overwrite):
+        if tables_in_run_dir:
+            # Only now: --overwrite has removed an old run's tables, --resume loads its own.
+            with native_log.redirected(directory / TABLES_LOG):  # Loading logs a line per 100 chunks.
+                server = reverb_server.make_server(agent.tables(config), options.port, directory / TABLES_DIR)
+            address = f"localhost:{server.port}"
+            client = reverb_server.connect(address, options.connect_timeout_s)
         learner = agent.learner(config, client, address, directory)
         record = run_dir.RunRecord(directory, config, options.role)
     actors = None

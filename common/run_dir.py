@@ -71,6 +71,16 @@ def starting(path: pathlib.Path, config: Any, *, resume: bool, overwrite: bool) 
         raise
 
 
+def last_budget(directory: pathlib.Path) -> int | None:
+    """The frame budget of the run's latest start (a resume may have raised it), if recorded."""
+    path = directory / "provenance.json"
+    try:
+        segments = json.loads(path.read_text()).get("segments", []) if path.exists() else []
+    except json.JSONDecodeError:
+        return None
+    return segments[-1]["total_frames"] if segments else None
+
+
 class RunRecord:
     """provenance.json of a run: one segment per start, wall time across all of them."""
 

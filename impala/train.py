@@ -100,6 +100,9 @@ class QueueLearner:
         return {"learner": self.learner}
 
     def start(self) -> None:
+        if self.learner.learning_rate() == 0.0 and self.frames < self.learner.config.total_frames:
+            print("note: the learning rate had annealed to 0 at the run's earlier budget and stays 0: a larger "
+                  "--frames continues the schedule from its value, without a jump", flush=True)  # fmt: skip
         reverb_variables.publish(self._client, self.network.trainable_variables)
 
     def step(self) -> loop.Step | None:

@@ -161,8 +161,9 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_pa
 )  # fmt: skip
 def test_a_presets_env_options_follow_its_env_family(args, options):
     script = (
-        "import sys; from impala import train; train.FLAGS(sys.argv); "
-        "print(dict(train.resolve_config().env_options))"
+        "import sys; from common import config, launch; from impala import train; train.FLAGS(sys.argv); "
+        "request, _ = launch.from_flags(train.FLAGS); "
+        "print(dict(config.resolve(train.PRESETS, 'toy', request, 'c').env_options))"
     )
     result = subprocess.run(
         [sys.executable, "-c", script, "--preset=atari_shallow", *args], cwd=REPO, capture_output=True, text=True
@@ -182,6 +183,8 @@ def test_a_presets_env_options_follow_its_env_family(args, options):
         (["--config_override=batch_size=100"], "queue_size=64 must exceed batch_size=100"),
         (["--config_override=unroll_length=0"], "unroll_length=0: must be >= 1"),
         (["--actors=-1"], "num_actors=-1: must be >= 1"),
+        (["--actors=0"], "num_actors=0: must be >= 1"),  # 0 is a value, not "unset".
+        (["--frames=0.5"], "--frames=0.5: must be a whole number of frames"),
         (["--env_option=sticky_action_prob=2", "--env=atari:pong"], "sticky_action_prob"),
         (["--role=learner", "--replay_address=localhost:1", "--connect_timeout_s=2"], "no Reverb server answered"),
         (["--role=actor"], "needs --replay_address"),
@@ -195,6 +198,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     assert len(lines) == 1 and fragment in lines[0], result.stderr
+    assert not (tmp_path / "run").exists()  # A refused start leaves nothing behind.
 
 
 @pytest.mark.slow

@@ -56,36 +56,32 @@ def _rate_limiter(
     return reverb.rate_limiters.SampleToInsertRatio(samples_per_insert, min_size, error_buffer)
 
 
-def uniform_replay(
+def _replay(
     name: str,
+    sampler: reverb.selectors.Selector,
     capacity: int,
     min_size: int = 1,
     samples_per_insert: float | None = None,
     error_buffer: float | None = None,
 ) -> reverb.Table:
-    """Uniform sampling with FIFO eviction (IMPALA §5.2.2's replay, LASER's shared replay)."""
+    """A replay table with FIFO eviction; see `_rate_limiter` for the limits."""
     return reverb.Table(
         name=name,
-        sampler=reverb.selectors.Uniform(),
+        sampler=sampler,
         remover=reverb.selectors.Fifo(),
         max_size=capacity,
         rate_limiter=_rate_limiter(min_size, samples_per_insert, error_buffer),
     )
 
 
-def prioritized_replay(
-    name: str,
-    capacity: int,
-    priority_exponent: float,
-    min_size: int = 1,
-    samples_per_insert: float | None = None,
-    error_buffer: float | None = None,
-) -> reverb.Table:
-    """P(i) = p_i^alpha / sum_k p_k^alpha (PER eq. 1) with FIFO eviction."""
-    return reverb.Table(
-        name=name,
-        sampler=reverb.selectors.Prioritized(priority_exponent=priority_exponent),
-        remover=reverb.selectors.Fifo(),
-        max_size=capacity,
-        rate_limiter=_rate_limiter(min_size, samples_per_insert, error_buffer),
-    )
+def uniform_replay(name: str, capacity: int, **limits) -> reverb.Table:
+    """Uniform sampling with FIFO eviction (IMPALA §5.2.2's replay, LASER's shared replay).
+
+    `limits`: `min_size`, `samples_per_insert`, `error_buffer` (see `_rate_limiter`).
+    """
+    return _replay(name, reverb.selectors.Uniform(), capacity, **limits)
+
+
+def prioritized_replay(name: str, capacity: int, priority_exponent: float, **limits) -> reverb.Table:
+    """P(i) = p_i^alpha / sum_k p_k^alpha (PER eq. 1) with FIFO eviction; `limits` as `uniform_replay`."""
+    return _replay(name, reverb.selectors.Prioritized(priority_exponent=priority_exponent), capacity, **limits)

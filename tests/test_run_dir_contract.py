@@ -1,0 +1,222 @@
+"""The run directory's contract, through the CLI as a user meets it.
+
+Each test asserts the exit status, the one-line message and that what the user
+had is unchanged. One short toy run is trained once per module and copied.
+"""
+
+import json
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import reverb
+import tensorflow as tf
+
+from common import envs
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+TRAIN = [sys.executable, "-m", "impala.train"]
+FRAMES = 20_000
+
+
+def run(*args, module=TRAIN, timeout=300):
+    return subprocess.run([*module, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def assert_one_line_error(result, *fragments):
+    lines = [line for line in result.stderr.splitlines() if "error" in line]
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def snapshot(directory: pathlib.Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("runs") / "toy"
+    result = run("--preset=toy", f"--frames={FRAMES}", f"--run_dir={directory}", "--config_override=log_every_s=1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return directory, result
+
+
+@pytest.fixture
+def copied_run(finished_run, tmp_path):
+    target = tmp_path / "run"
+    shutil.copytree(finished_run[0], target)
+    return target
+
+
+@pytest.mark.slow
+def test_progress_lines_are_clean(finished_run):
+    _, result = finished_run
+    lines = [line for line in result.stdout.splitlines() if line.startswith("frames ")]
+    assert lines and "ETA ?" in lines[0] and all("nan" not in line for line in lines)
+    assert all("ETA ?" not in line for line in lines[1:])
+    for noise in ("owned by the same process", "SetPriority unimplemented"):
+        assert noise not in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args, field",
+    [
+        (["--env=minatar:breakout"], "env"),
+        (["--config_override=learning_rate=0.1"], "learning_rate"),
+        (["--preset=minatar"], "env"),
+        (["--seed=4"], "seed"),
+    ],
+)
+def test_resume_refuses_flags_that_change_the_experiment(copied_run, args, field):
+    before = snapshot(copied_run)
+    result = run(f"--run_dir={copied_run}", "--resume", *args)
+    assert_one_line_error(result, f"{field} would change", "may change only total_frames")
+    assert snapshot(copied_run) == before
+
+
+def checkpoint_value(run_dir: pathlib.Path, name: str):
+    reader = tf.train.load_checkpoint(str(run_dir / "checkpoints"))
+    return reader.get_tensor(f"learner/{name}/.ATTRIBUTES/VARIABLE_VALUE")
+
+
+@pytest.mark.slow
+def test_resume_with_a_larger_budget_continues_the_schedule_and_keeps_every_segment(tmp_path):
+    run_dir = tmp_path / "run"
+    budget = 1_000_000
+    process = subprocess.Popen(
+        [*TRAIN, f"--run_dir={run_dir}", f"--frames={budget}"], cwd=REPO, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    for line in process.stdout:  # Interrupt mid-budget, once learning is under way.
+        if line.startswith("frames ") and "steps/s" in line:
+            process.send_signal(signal.SIGINT)
+            break
+    process.communicate(timeout=120)
+    assert process.returncode == 0
+    config_before = (run_dir / "config.json").read_bytes()
+    episodes_before = (run_dir / "episodes.csv").read_text().splitlines()
+    frames = int(checkpoint_value(run_dir, "frames"))
+    assert 0 < frames < budget and not (run_dir / "final.json").exists()
+    result = run(f"--run_dir={run_dir}", "--resume", f"--frames={frames + 5000}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (run_dir / "config.json").read_bytes() == config_before  # Never rewritten.
+    episodes = (run_dir / "episodes.csv").read_text().splitlines()
+    assert episodes[: len(episodes_before)] == episodes_before and episodes.count(episodes[0]) == 1
+    final = json.loads((run_dir / "final.json").read_text())
+    assert final["frames"] >= frames + 5000 and final["segments"] == 2
+    segments = json.loads((run_dir / "provenance.json").read_text())["segments"]
+    assert [s["total_frames"] for s in segments] == [budget, frames + 5000]
+    assert "--resume" in segments[1]["command"] and "--resume" not in segments[0]["command"]
+    assert all(len(s["commit"]) == 40 for s in segments)
+    assert final["wall_time_s"] == pytest.approx(sum(s["wall_time_s"] for s in segments), abs=1.0)
+    # The learning rate went on from its value at the resume, to reach 0 at the new budget.
+    learning_rate = json.loads(config_before)["learning_rate"]
+    assert checkpoint_value(run_dir, "learning_rate_schedule/begin") == frames
+    assert checkpoint_value(run_dir, "learning_rate_schedule/end") == frames + 5000
+    expected = learning_rate * (1 - frames / budget)
+    assert checkpoint_value(run_dir, "learning_rate_schedule/begin_value") == pytest.approx(expected, rel=1e-9)
+    # Resumed again without --frames: the raised budget holds, so there is nothing left to train.
+    again = run(f"--run_dir={run_dir}", "--resume")
+    assert again.returncode == 0 and json.loads((run_dir / "final.json").read_text())["frames"] == final["frames"]
+
+
+@pytest.mark.slow
+def test_extending_a_finished_run_says_its_learning_rate_stays_at_zero(copied_run):
+    result = run(f"--run_dir={copied_run}", "--resume", f"--frames={FRAMES + 3000}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "learning rate had annealed to 0" in result.stdout
+
+
+@pytest.mark.slow
+def test_overwrite_starts_afresh(copied_run):
+    result = run(f"--run_dir={copied_run}", "--overwrite", "--seed=3", "--frames=3000")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads((copied_run / "config.json").read_text())["seed"] == 3
+    assert json.loads((copied_run / "final.json").read_text())["segments"] == 1
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--preset=atari_shallow", "--env=minatar:breakout"], "network 'shallow' does not fit minatar:breakout"),
+        (["--env=dmlab:rooms_watermaze"], "deepmind_lab"),
+        (["--role=learner", "--replay_address=localhost:1", "--connect_timeout_s=1"], "no Reverb server answered"),
+    ],
+)
+def test_a_failed_start_leaves_nothing_behind(tmp_path, args, fragment):
+    result = run(f"--run_dir={tmp_path / 'run'}", *args)
+    assert_one_line_error(result, fragment)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_corrupted_config_json_is_one_line_everywhere(copied_run):
+    (copied_run / "config.json").write_text('{"env": "toy:catch", "colour": 1}')
+    before = snapshot(copied_run)
+    assert_one_line_error(run(f"--run_dir={copied_run}", "--resume"), "unknown config fields colour")
+    assert_one_line_error(run(f"--config={copied_run / 'config.json'}", "--role=actor",
+                              "--replay_address=localhost:1"), "unknown config fields colour")  # fmt: skip
+    evaluate = [sys.executable, "-m", "impala.evaluate"]
+    assert_one_line_error(run(str(copied_run), module=evaluate), "unknown config fields colour")
+    (copied_run / "config.json").write_text("{not json")
+    assert_one_line_error(run(str(copied_run), module=evaluate), "is not valid JSON")
+    assert snapshot(copied_run) == {**before, "config.json": b"{not json"}
+
+
+def test_a_busy_port_is_one_line(tmp_path):
+    holder = reverb.Server([reverb.Table.queue("q", 1)])  # gRPC would silently share this port.
+    assert_one_line_error(run(f"--port={holder.port}", f"--run_dir={tmp_path / 'a'}"), "is already in use")
+    holder.stop()
+    with socket.socket() as other:
+        other.bind(("0.0.0.0", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        assert_one_line_error(run(f"--port={port}", "--role=server"), f"--port={port} is already in use")
+    assert not (tmp_path / "a").exists()
+
+
+def test_help_exits_0_and_lists_the_config_fields():
+    result = run("--help")
+    assert result.returncode == 0, result.stderr
+    for text in ("--config_override", "learning_rate=0.0006", "unroll_length=20", "--resume", "--frames"):
+        assert text in result.stdout
+
+
+def test_evaluation_keeps_the_runs_env_options_but_the_protocols():
+    trained = {"terminal_on_life_loss": True, "sticky_action_prob": 0.25, "noop_max": 0, "max_episode_frames": 100}
+    assert envs.evaluation_options("atari:pong", trained) == {"sticky_action_prob": 0.25}
+    assert envs.evaluation_options("minatar:breakout", {"sticky_action_prob": 0.0}) == {"sticky_action_prob": 0.0}
+
+
+@pytest.mark.slow
+def test_evaluate_prints_progress_and_writes_its_result(copied_run):
+    result = run(str(copied_run), "--episodes=20", "--log_every_s=0", module=[sys.executable, "-m", "impala.evaluate"])
+    assert result.returncode == 0, result.stderr
+    progress = [line for line in result.stdout.splitlines() if line.startswith("episodes ")]
+    assert len(progress) == 20 and progress[-1].startswith("episodes 20/20 | mean return") and "ETA" in progress[0]
+    saved = json.loads(next(copied_run.glob("eval_step*.json")).read_text())
+    assert saved["episodes"] == 20 and np.isfinite(saved["mean_return"])
+
+
+def test_reproduce_scripts_keep_finished_runs(tmp_path, monkeypatch):
+    from reproduce.impala import _runs
+
+    finished = tmp_path / "done"
+    finished.mkdir()
+    (finished / "final.json").write_text(json.dumps({"frames": 7}))
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a finished run was trained again")
+
+    monkeypatch.setattr(subprocess, "Popen", no_training)
+    assert _runs.train(finished, ["--preset=toy"]) == {"frames": 7}
+
