@@ -8,6 +8,8 @@ anneals to its final value at the new budget: no jump at the resume.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import tensorflow as tf
 
 
@@ -35,8 +37,22 @@ class LinearSchedule(tf.Module):
             self.begin.assign(min(t, end))
             self.begin_value.assign(value)
             self.end.assign(end)
+        return self.frozen()(t)
+
+    def frozen(self) -> Callable[[int], float]:
+        """value(t) on the current line, as a plain function that reads no variable.
+
+        Reading three variables costs more than a small network's step on
+        these CPUs; a hot loop takes the line once and again after anything
+        that moves it (a restore, or a call with another `end`).
+        """
         begin, end_, start_value = int(self.begin.numpy()), int(self.end.numpy()), float(self.begin_value.numpy())
-        if t >= end_:
-            return self.final
-        fraction = max(t - begin, 0) / (end_ - begin)
-        return start_value + (self.final - start_value) * fraction
+        final = self.final
+
+        def value(t: int) -> float:
+            if t >= end_:
+                return final
+            fraction = max(t - begin, 0) / (end_ - begin)
+            return start_value + (final - start_value) * fraction
+
+        return value
