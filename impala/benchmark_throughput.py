@@ -46,14 +46,14 @@ CONFIG = PRESETS["atari_shallow"]
 FRAME_SKIP = CONFIG.frames_per_step
 
 
-def raw_env_fps(seconds: float) -> float:
-    env = envs.make_batched(CONFIG.env, FLAGS.raw_envs, seed=0, num_threads=2)
+def raw_env_fps(seconds: float, num_envs: int) -> float:
+    env = envs.make_batched(CONFIG.env, num_envs, seed=0, num_threads=2)
     env.reset()
     rng = np.random.default_rng(0)
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        env.step(rng.integers(env.num_actions, size=FLAGS.raw_envs))
-        steps += FLAGS.raw_envs
+        env.step(rng.integers(env.num_actions, size=num_envs))
+        steps += num_envs
     return FRAME_SKIP * steps / (time.perf_counter() - start)
 
 
@@ -130,7 +130,7 @@ def row(configuration: str, fps: float, raw: float) -> dict:
 
 def main(argv: list[str]) -> None:
     started = time.time()
-    raw = raw_env_fps(FLAGS.seconds / 2)
+    raw = raw_env_fps(FLAGS.seconds / 2, FLAGS.raw_envs)
     print(f"raw AtariVectorEnv ({FLAGS.raw_envs} envs, 2 threads): {raw:,.0f} frames/s", flush=True)
     rows = [row(f"raw AtariVectorEnv, {FLAGS.raw_envs} envs", raw, raw)]
     for xla, what in (("losses", "network on TF's executor"), ("all", "whole step under XLA")):

@@ -49,15 +49,15 @@ def ours(log_rhos, discounts, rewards, values, bootstrap_value):
     return tuple(vtrace.from_importance_weights(log_rhos, discounts, rewards, values, bootstrap_value))
 
 
-def time_per_call(fn, args) -> float:
+def time_per_call(fn, args, repeats: int, calls: int) -> float:
     fn(*args)  # Trace and compile.
     samples = []
-    for _ in range(FLAGS.repeats):
+    for _ in range(repeats):
         start = time.perf_counter()
-        for _ in range(FLAGS.calls):
+        for _ in range(calls):
             out = fn(*args)
         out[0].numpy()
-        samples.append((time.perf_counter() - start) / FLAGS.calls)
+        samples.append((time.perf_counter() - start) / calls)
     return 1e6 * float(np.median(samples))
 
 
@@ -74,7 +74,7 @@ def main(argv: list[str]) -> None:
         args = [tf.constant(rng.standard_normal((T, B)), tf.float32) for _ in range(4)]
         args[1] = tf.constant(0.99 * (rng.random((T, B)) > 0.01), tf.float32)
         args.append(tf.constant(rng.standard_normal(B), tf.float32))
-        micros = {name: time_per_call(fn, args) for name, fn in candidates.items()}
+        micros = {name: time_per_call(fn, args, FLAGS.repeats, FLAGS.calls) for name, fn in candidates.items()}
         speedup = micros["tf_scan_baseline"] / micros["ours_xla_while_loop"]
         rows.append(
             {

@@ -35,12 +35,12 @@ def fill(buffer: replay.PrioritizedReplay, size: int) -> float:
     return size / (time.perf_counter() - start)
 
 
-def timed(buffer: replay.PrioritizedReplay, iterations: int, rng: np.random.Generator) -> float:
-    """Mean microseconds per sample(32) + update(32)."""
+def timed(buffer: replay.PrioritizedReplay, iterations: int, batch_size: int, rng: np.random.Generator) -> float:
+    """Mean microseconds per sample(B) + update(B)."""
     start = time.perf_counter()
     for _ in range(iterations):
-        batch = buffer.sample(FLAGS.batch_size, beta=0.5)
-        buffer.update(batch.keys, rng.exponential(size=FLAGS.batch_size))
+        batch = buffer.sample(batch_size, beta=0.5)
+        buffer.update(batch.keys, rng.exponential(size=batch_size))
     return 1e6 * (time.perf_counter() - start) / iterations
 
 
@@ -57,8 +57,8 @@ def main(argv: list[str]) -> None:
             server = reverb.Server([replay.table(config)])
             buffer = replay.PrioritizedReplay(reverb.Client(f"localhost:{server.port}"), config)
             inserts = fill(buffer, size)
-            timed(buffer, 50, rng)  # Warm-up.
-            micros = timed(buffer, FLAGS.iterations, rng)
+            timed(buffer, 50, FLAGS.batch_size, rng)  # Warm-up.
+            micros = timed(buffer, FLAGS.iterations, FLAGS.batch_size, rng)
             buffer.close()
             server.stop()
             result[variant] = micros

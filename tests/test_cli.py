@@ -81,3 +81,9 @@ def test_make_refuses_an_unsupported_python_in_one_line(tmp_path):
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and "use CPython 3.9, 3.10 or 3.11" in lines[0]
         assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("flag", ["--frames=0.5", "--frames=0", "--eval_episodes=0"])
+def test_reproduce_atari_takes_no_zero_as_unset(flag):
+    result = run(sys.executable, "-m", "reproduce.impala.atari", flag)
+    assert_one_line_usage_error(result, "need a whole number >= 1 each")

@@ -34,8 +34,8 @@ from reproduce.impala import _runs  # noqa: E402
 
 reproduce.define_flags()
 flags.DEFINE_list("games", ["pong"], "Atari games to train.")
-flags.DEFINE_float("frames", 0, "Frame budget per game overriding the profile's.")
-flags.DEFINE_integer("eval_episodes", 0, "Evaluation episodes overriding the profile's (paper: 200).")
+flags.DEFINE_float("frames", None, "Frame budget per game overriding the profile's, e.g. 5e7.")
+flags.DEFINE_integer("eval_episodes", None, "Evaluation episodes overriding the profile's (paper: 200).")
 FLAGS = flags.FLAGS
 
 FRAMES = {"quick": 150_000, "full": 10_000_000}
@@ -48,14 +48,14 @@ def published_shallow() -> dict[str, float]:
         return {r["game"]: float(r["impala_shallow"]) for r in csv.DictReader(f)}
 
 
-def evaluate(run_dir, episodes: int) -> dict:
+def evaluate(run_dir, episodes: int, seed: int) -> dict:
     command = [
         sys.executable,
         "-m",
         "impala.evaluate",
         str(run_dir),
         f"--episodes={episodes}",
-        f"--seed={FLAGS.seed + 1}",
+        f"--seed={seed}",
     ]
     subprocess.run(command, cwd=reproduce.REPO_ROOT, check=True)
     return json.loads(sorted(run_dir.glob("eval_step*.json"), key=lambda p: int(p.stem[9:]))[-1].read_text())
@@ -66,8 +66,11 @@ def main(argv: list[str]) -> None:
     unknown = [g for g in FLAGS.games if g not in ATARI57]
     if unknown:
         raise UsageError(f"unknown atari game(s) {unknown}; accepted: {', '.join(ATARI57)}")
-    frames = int(FLAGS.frames) or FRAMES[FLAGS.profile]
-    episodes = FLAGS.eval_episodes or EVAL_EPISODES[FLAGS.profile]
+    frames = FRAMES[FLAGS.profile] if FLAGS.frames is None else FLAGS.frames
+    episodes = EVAL_EPISODES[FLAGS.profile] if FLAGS.eval_episodes is None else FLAGS.eval_episodes
+    if frames < 1 or not float(frames).is_integer() or episodes < 1:
+        raise UsageError(f"--frames={frames:g} and --eval_episodes={episodes}: need a whole number >= 1 each")
+    frames = int(frames)
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"impala_atari_{FLAGS.profile}"
     published = published_shallow()
     rows, curves, finals = [], [], {}
@@ -77,7 +80,7 @@ def main(argv: list[str]) -> None:
         finals[game] = final = _runs.train(
             run_dir, ["--preset=atari_shallow", f"--env=atari:{game}", f"--frames={frames}", f"--seed={FLAGS.seed}"]
         )
-        result = evaluate(run_dir, episodes)
+        result = evaluate(run_dir, episodes, FLAGS.seed + 1)
         episode_frames, returns = _runs.read_episodes(run_dir)
         curves += _runs.binned_curve(game, episode_frames, returns, final["frames"], max(frames // 50, 1))
         rows.append({
