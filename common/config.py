@@ -112,10 +112,10 @@ def requested_fields(request: Request, base: Any) -> dict[str, Any]:
 
 def resolve(presets: Mapping[str, C], default_preset: str, request: Request, what: str) -> C:
     """The preset (or the saved config file) with every requested field applied."""
-    if request.config_file is not None and request.preset is not None:
-        raise UsageError("--config and --preset exclude each other: a saved config already names its settings")
     if request.config_file is not None:
         base = load(type(presets[default_preset]), request.config_file)
+        if request.preset is not None:
+            raise UsageError("--config and --preset exclude each other: a saved config already names its settings")
     else:
         preset = request.preset if request.preset is not None else default_preset
         if preset not in presets:

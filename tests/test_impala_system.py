@@ -190,6 +190,7 @@ def test_a_presets_env_options_follow_its_env_family(args, options):
         (["--role=actor"], "needs --replay_address"),
         (["--role=learner", "--replay_address=nowhere", "--connect_timeout_s=1"], "expected HOST:PORT"),
         (["--config=/no/such/config.json"], "no such file"),
+        (["--config=impala/config.py"], "is not valid JSON"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):
@@ -212,7 +213,11 @@ def test_separate_server_learner_and_actor_roles(tmp_path):
     actor = None
     try:
         wait_for(lambda: (run_dir / "config.json").exists(), what="the learner's config.json")
-        actor = start("--role=actor", f"--replay_address={address}", f"--config={run_dir / 'config.json'}")
+        actor = subprocess.Popen(  # As the README's recipe: the actor takes the learner's saved config.
+            [sys.executable, "-m", "impala.train", "--role=actor", f"--replay_address={address}",
+             f"--config={run_dir / 'config.json'}"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
         output, _ = learner.communicate(timeout=240)
         assert learner.returncode == 0, output
         assert json.loads((run_dir / "final.json").read_text())["frames"] >= 20_000

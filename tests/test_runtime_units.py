@@ -44,7 +44,7 @@ def test_resolve_applies_only_what_was_given():
         ({"frames": 0.0}, "--frames=0: must be a whole number"),
         ({"actors": 0}, "num_actors=0: must be >= 1"),
         ({"preset": "huge"}, "unknown preset 'huge'; accepted: atari_shallow"),
-        ({"preset": "toy", "config_file": "x.json"}, "--config and --preset exclude each other"),
+        ({"preset": "toy", "config_file": "x.json"}, "--config x.json: no such file"),
         ({"overrides": ("env_options=x",)}, "unknown option 'env_options'"),
     ],
 )
@@ -286,3 +286,11 @@ def test_a_network_that_does_not_fit_the_env_is_named():
         networks.check_fits("shallow", minatar, "minatar:breakout")
     networks.check_fits("minatar", minatar, "minatar:breakout")
     networks.check_fits("nature_dqn", gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), "atari:pong")
+
+
+def test_a_saved_config_and_a_preset_exclude_each_other(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(config_lib.to_json(PRESETS["minatar"]))
+    assert resolve(config_file=str(path), frames=7) == dataclasses.replace(PRESETS["minatar"], total_frames=7)
+    with pytest.raises(UsageError, match="--config and --preset exclude each other"):
+        resolve(config_file=str(path), preset="toy")
