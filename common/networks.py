@@ -25,6 +25,7 @@ import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
+from common import envs
 from common.errors import UsageError
 
 
@@ -110,3 +111,16 @@ def check_fits(torso: str, space: gym.spaces.Box, env: str) -> None:
             f"network {torso!r} does not fit {env}'s observations {tuple(space.shape)} ({reason}); "
             f"choose another --preset or --config_override network=NAME ({', '.join(TORSOS)})"
         ) from None
+
+
+def check_fits_env(config) -> None:
+    """`check_fits` for a config's network and env (with its training options).
+
+    Building the env also surfaces a missing DMLab as a `UsageError`, before a
+    run directory exists.
+    """
+    env = envs.make(config.env, seed=0, **dict(config.env_options))
+    try:
+        check_fits(config.network, env.observation_space, config.env)
+    finally:
+        env.close()

@@ -28,7 +28,7 @@ from absl import flags
 
 from common import cli, envs, launch, loop
 from common.errors import UsageError
-from common.networks import check_fits
+from common.networks import check_fits_env
 from common.reverb import tables
 from common.reverb import variables as reverb_variables
 from impala import networks, trajectories
@@ -53,13 +53,6 @@ SAMPLE_WAIT_MS = 2000
 
 def agent_tables(config: ImpalaConfig) -> list[reverb.Table]:
     return [tables.queue(trajectories.QUEUE_TABLE, config.queue_size), tables.variables()]
-
-
-def validate(config: ImpalaConfig) -> None:
-    """Builds the env once: a missing DMLab or a network that does not fit its observations is a UsageError."""
-    env = envs.make(config.env, seed=0, **dict(config.env_options))
-    check_fits(config.network, env.observation_space, config.env)
-    env.close()
 
 
 def build_agent(config: ImpalaConfig) -> tuple[networks.ActorCritic, dict[str, tf.TensorSpec]]:
@@ -145,7 +138,7 @@ def make_learner(distribute: str, simulated: bool, config, client, address, dire
 
 AGENT = launch.Agent(
     name="impala", module="impala.train", presets=PRESETS, default_preset="toy", tables=agent_tables,
-    validate=validate, learner=make_learner, actor=run_actor,
+    validate=check_fits_env, learner=make_learner, actor=run_actor,
 )  # fmt: skip
 
 
