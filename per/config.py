@@ -1,0 +1,252 @@
+"""Prioritized Double DQN's configuration: one frozen dataclass, a preset per setting.
+
+Presets (each value's source in a comment):
+
+* `atari_ddqn`, `atari_ddqn_rank`, `atari_ddqn_prop`: tuned Double DQN (van
+  Hasselt et al. 2016) with uniform, rank-based and proportional replay, PER
+  §4, App. B.2 and Table 3;
+* `minatar_ddqn`, `minatar_ddqn_rank`, `minatar_ddqn_prop`: Young & Tian
+  2019's DQN settings (kenjyoung/MinAtar `examples/dqn.py`) with Double DQN's
+  target and PER's replay variants: our reduced-scale setting;
+* `toy`: Catch, for tests.
+
+Counts of time, and what they count:
+
+* `update_period`, `epsilon_decay_steps`: agent steps (one action; an Atari
+  agent step is 4 frames);
+* `target_update_period`: learner updates;
+* `min_replay_size`, `replay_capacity`: transitions (items of the replay);
+* `total_frames`: environment frames, the run's budget; beta reaches 1 there.
+
+Entry points override fields by name (`--config_override name=value`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from common import envs
+from common.errors import UsageError, choice_error
+from per import priorities
+from per.replay import VARIANTS, ReplayConfig
+
+NETWORKS = ("nature_dqn", "minatar", "toy")
+LOSS_REDUCTIONS = ("mean", "sum")
+# The torso each env family was published with; a network made for another
+# family's observations would run (a conv net takes any image) but is not the paper's.
+NETWORK_FAMILY = {"nature_dqn": "atari", "minatar": "minatar"}
+
+
+@dataclasses.dataclass(frozen=True)
+class PerConfig:
+    env: str = "toy:catch"
+    # Training-env options, as (name, value) pairs; evaluation uses the env's
+    # defaults, which are the papers' evaluation protocol.
+    env_options: tuple[tuple[str, Any], ...] = ()
+    network: str = "toy"
+    # Acting. num_actors = 0: the learner acts itself, `update_period` agent
+    # steps before each update (the synchronous DQN loop).
+    num_actors: int = 0
+    envs_per_actor: int = 1  # Envs stepped together; update_period must be a multiple.
+    epsilon_start: float = 1.0
+    epsilon_end: float = 0.01
+    epsilon_decay_steps: int = 1_000_000  # Agent steps over which epsilon goes linearly start -> end.
+    eval_epsilon: float = 0.001  # PER Table 5: tuned DDQN and both prioritized variants.
+    # Replay (per.replay.ReplayConfig's fields).
+    replay: str = "proportional"  # One of per.replay.VARIANTS.
+    replay_capacity: int = 1_000_000
+    min_replay_size: int = 50_000  # Transitions before learning starts.
+    alpha: float = priorities.PROPORTIONAL["alpha"]
+    beta0: float = priorities.PROPORTIONAL["beta0"]  # Annealed linearly to 1 at total_frames (§3.4).
+    priority_epsilon: float = 1e-6  # p = |delta| + epsilon (§3.3).
+    weight_normalization: str = "batch_max"  # Algorithm 1 line 10; or global_min.
+    rerank_interval: int = 10_000  # Rank-based: priority updates between full re-ranks.
+    # Learning.
+    batch_size: int = 32  # k.
+    update_period: int = 4  # Agent steps per update: samples_per_insert = batch_size / update_period.
+    target_update_period: int = 7_500  # Learner updates between copies of theta to theta^-.
+    discount: float = 0.99
+    clip_rewards: bool = True  # To [-1, 1].
+    learning_rate: float = 0.00025 / 4
+    rmsprop_decay: float = 0.95
+    rmsprop_epsilon: float = 0.01  # Inside the square root (TF1).
+    rmsprop_momentum: float = 0.0
+    rmsprop_centered: bool = True
+    # Over the minibatch. Algorithm 1 (line 13) and Mnih et al. 2015 sum, and
+    # RMSProp's epsilon 0.01 is sized for summed gradients: a mean with epsilon
+    # 0.01 / k^2 is the same update (Dopamine: mean, 1e-5).
+    loss_reduction: str = "sum"
+    total_frames: int = 200_000_000
+    seed: int = 0
+    # Run directory.
+    checkpoint_every_s: float = 600.0
+    log_every_s: float = 10.0
+
+    def __post_init__(self):
+        family, _ = envs.parse(self.env)
+        envs.resolve_options(self.env, **dict(self.env_options))
+        for name, choices in (
+            ("network", NETWORKS),
+            ("replay variant", VARIANTS),
+            ("weight_normalization", priorities.WEIGHT_NORMALIZATIONS),
+            ("loss_reduction", LOSS_REDUCTIONS),
+        ):
+            value = getattr(self, name.split()[0])
+            if value not in choices:
+                raise choice_error(name, value, choices)
+        published = NETWORK_FAMILY.get(self.network)
+        if published is not None and published != family:
+            raise UsageError(
+                f"network {self.network!r} is the {published} network and this preset holds {published} settings, "
+                f"but the env is {self.env}; choose a {family} preset (e.g. --preset {family}_ddqn)"
+            )
+        for name in (
+            "envs_per_actor", "epsilon_decay_steps", "replay_capacity", "min_replay_size", "rerank_interval",
+            "batch_size", "update_period", "target_update_period", "total_frames",
+        ):  # fmt: skip
+            if getattr(self, name) < 1:
+                raise UsageError(f"{name}={getattr(self, name)}: must be >= 1")
+        if self.num_actors < 0:
+            raise UsageError(f"num_actors={self.num_actors}: must be >= 0")
+        if self.alpha < 0:
+            raise UsageError(f"alpha={self.alpha}: must be >= 0 (0 samples uniformly)")
+        if not 0.0 <= self.beta0 <= 1.0:
+            raise UsageError(f"beta0={self.beta0}: must be in [0, 1] (1 corrects the sampling bias fully)")
+        if self.priority_epsilon < 0:
+            raise UsageError(f"priority_epsilon={self.priority_epsilon}: must be >= 0")
+        if self.replay_capacity < max(self.batch_size, self.min_replay_size):
+            raise UsageError(
+                f"replay_capacity={self.replay_capacity} must hold at least batch_size={self.batch_size} and "
+                f"min_replay_size={self.min_replay_size} transitions, or learning never starts"
+            )
+        if self.update_period % self.envs_per_actor:
+            raise UsageError(
+                f"update_period={self.update_period} must be a multiple of envs_per_actor={self.envs_per_actor}: "
+                "each batched env step inserts one transition per env"
+            )
+        for name in ("epsilon_start", "epsilon_end", "eval_epsilon", "discount"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise UsageError(f"{name}={getattr(self, name)}: must be in [0, 1]")
+        if self.learning_rate <= 0:
+            raise UsageError(f"learning_rate={self.learning_rate}: must be > 0")
+        # Builds (and so checks) the replay's own config too.
+        self.replay_config  # noqa: B018
+
+    @property
+    def frames_per_step(self) -> int:
+        """Environment frames per agent step (the action repeat)."""
+        return envs.frames_per_step(self.env, **dict(self.env_options))
+
+    @property
+    def samples_per_insert(self) -> float:
+        """The replay ratio the Reverb rate limiter holds: B items sampled per `update_period` inserted."""
+        return self.batch_size / self.update_period
+
+    @property
+    def replay_config(self) -> ReplayConfig:
+        return ReplayConfig(
+            variant=self.replay, capacity=self.replay_capacity, alpha=self.alpha, beta0=self.beta0,
+            epsilon=self.priority_epsilon, weight_normalization=self.weight_normalization,
+            rerank_interval=self.rerank_interval, min_size=self.min_replay_size,
+        )  # fmt: skip
+
+
+# Tuned Double DQN (van Hasselt et al. 2016), the baseline of PER §4 and App. B.2.
+ATARI_DDQN = PerConfig(
+    env="atari:pong",
+    env_options=(("terminal_on_life_loss", True),),  # Mnih et al. 2015: a life loss ends training episodes.
+    network="nature_dqn",  # PER §4: Mnih et al. 2015's network.
+    replay="uniform",
+    alpha=0.0,  # Uniform: P(i) = 1/N.
+    beta0=0.0,  # Uniform: every IS weight is 1 anyway.
+    replay_capacity=1_000_000,  # PER App. B.2.2: 10^6 transitions.
+    min_replay_size=50_000,  # Tuned DDQN: learning starts after 50K transitions.
+    batch_size=32,  # PER App. B.2.2: minibatch 32.
+    update_period=4,  # PER App. B.2.2: one update per 4 agent steps (8 samples per insert).
+    target_update_period=7_500,  # Tuned DDQN: theta^- copied every 30K agent steps = 7,500 updates.
+    discount=0.99,  # Mnih et al. 2015.
+    clip_rewards=True,  # PER §4: rewards clipped to [-1, 1].
+    loss_reduction="sum",  # PER Algorithm 1 line 13; Mnih et al. 2015.
+    learning_rate=0.00025,  # Tuned DDQN.
+    rmsprop_decay=0.95,  # Mnih et al. 2015: (squared) gradient momentum 0.95, centered.
+    rmsprop_epsilon=0.01,  # Mnih et al. 2015: min squared gradient 0.01, inside the root.
+    rmsprop_centered=True,
+    epsilon_start=1.0,  # Mnih et al. 2015.
+    epsilon_end=0.01,  # Tuned DDQN.
+    epsilon_decay_steps=1_000_000,  # Tuned DDQN: over 1M agent steps.
+    eval_epsilon=0.001,  # PER Table 5: tuned DDQN.
+    total_frames=200_000_000,  # PER §4: 200M frames (50M agent steps).
+)
+
+# Young & Tian 2019's DQN on MinAtar (kenjyoung/MinAtar examples/dqn.py), with a
+# Double DQN target and, in the variants below, PER's replay.
+MINATAR_DDQN = PerConfig(
+    env="minatar:breakout",
+    network="minatar",  # Y&T: conv 16 3x3/1, FC 128.
+    replay="uniform",  # Y&T: uniform replay.
+    alpha=0.0,
+    beta0=0.0,
+    replay_capacity=100_000,  # Y&T: REPLAY_BUFFER_SIZE.
+    min_replay_size=5_000,  # Y&T: REPLAY_START_SIZE.
+    batch_size=32,  # Y&T: BATCH_SIZE.
+    update_period=1,  # Y&T: TRAINING_FREQ = 1, an update every frame (32 samples per insert).
+    target_update_period=1_000,  # Y&T: TARGET_NETWORK_UPDATE_FREQ, counted in updates.
+    discount=0.99,  # Y&T: GAMMA.
+    clip_rewards=False,  # Y&T: raw MinAtar rewards.
+    loss_reduction="mean",  # Y&T: PyTorch's smooth_l1_loss averages over the minibatch.
+    learning_rate=0.00025,  # Y&T: STEP_SIZE.
+    rmsprop_decay=0.95,  # Y&T: SQUARED_GRAD_MOMENTUM, centered.
+    # Y&T: PyTorch's eps 0.01 is added outside the root; 1e-4 inside floors the
+    # denominator at the same 0.01.
+    rmsprop_epsilon=1e-4,
+    rmsprop_momentum=0.95,  # Y&T: GRAD_MOMENTUM is passed to PyTorch as momentum.
+    rmsprop_centered=True,
+    epsilon_start=1.0,  # Y&T: EPSILON.
+    epsilon_end=0.1,  # Y&T: END_EPSILON.
+    # Y&T: FIRST_N_FRAMES. They anneal after the 5K random warm-up frames; we
+    # anneal from step 0, so epsilon reaches 0.1 5K frames earlier.
+    epsilon_decay_steps=100_000,
+    eval_epsilon=0.001,  # PER Table 5 (Y&T report training returns only).
+    total_frames=5_000_000,  # Y&T: NUM_FRAMES.
+    checkpoint_every_s=300.0,
+)
+
+
+def _prioritized(base: PerConfig, variant: dict[str, float], replay: str) -> PerConfig:
+    return dataclasses.replace(
+        base,
+        replay=replay,
+        alpha=variant["alpha"],  # PER Table 3.
+        beta0=variant["beta0"],  # PER Table 3.
+        learning_rate=base.learning_rate / 4,  # PER App. B.2.2: step size divided by 4 with prioritization.
+    )
+
+
+PRESETS = {
+    "atari_ddqn": ATARI_DDQN,
+    "atari_ddqn_rank": _prioritized(ATARI_DDQN, priorities.RANK_BASED, "rank"),  # alpha 0.7, beta0 0.5.
+    "atari_ddqn_prop": _prioritized(ATARI_DDQN, priorities.PROPORTIONAL, "proportional"),  # alpha 0.6, beta0 0.4.
+    "minatar_ddqn": MINATAR_DDQN,
+    # PER's rule (step size / 4) applied to Y&T's step size: our choice, not published.
+    "minatar_ddqn_rank": _prioritized(MINATAR_DDQN, priorities.RANK_BASED, "rank"),
+    "minatar_ddqn_prop": _prioritized(MINATAR_DDQN, priorities.PROPORTIONAL, "proportional"),
+    "toy": PerConfig(
+        env="toy:catch",
+        network="toy",
+        envs_per_actor=1,
+        replay="proportional",
+        replay_capacity=10_000,
+        min_replay_size=500,
+        batch_size=32,
+        update_period=2,  # 16 samples per insert: Catch needs few transitions, many updates.
+        target_update_period=100,
+        discount=0.99,
+        learning_rate=0.001,
+        loss_reduction="sum",
+        epsilon_end=0.05,
+        epsilon_decay_steps=5_000,
+        total_frames=10_000,
+        log_every_s=5.0,
+    ),
+}

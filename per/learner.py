@@ -1,0 +1,136 @@
+"""Prioritized Double DQN's learner: one weighted update per sampled minibatch.
+
+PER Algorithm 1, lines 9-15, for one minibatch of k transitions j sampled
+from the replay with their importance weights w_j:
+
+    delta_j = R_j + gamma_j Q(S_j, argmax_a Q(S_j, a; theta); theta^-) - Q(S_{j-1}, A_{j-1}; theta)
+    theta  <- theta - eta * grad sum_j w_j huber(delta_j)        (RMSProp; §4 clips delta to [-1, 1])
+    theta^- <- theta every `target_update_period` updates
+
+The compiled `_update` is the maths only (`per.losses`, the optimizer); the
+Python `update` around it counts updates and copies the target network.
+The replay's side (sampling, writing |delta_j| back) is the caller's.
+This module also holds what a checkpoint must keep beside the networks: the
+counters, and the epsilon and beta schedules.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from common.optimizers import RMSPropTF1
+from common.schedules import LinearSchedule
+from per import losses
+from per.config import PerConfig
+from per.networks import QNetwork
+
+# One transition's fields, as stored in the replay and batched for `update`.
+FIELDS = ("observation", "action", "reward", "terminal", "next_observation")
+
+
+class Update(NamedTuple):
+    loss: float
+    td_error: np.ndarray  # [B] delta_j, for the priorities.
+    target_updated: bool
+
+
+class Learner(tf.Module):
+    """The online and target networks, the optimizer, counters and schedules (all checkpointable)."""
+
+    def __init__(self, config: PerConfig, network: QNetwork, target_network: QNetwork):
+        super().__init__(name="learner")
+        self.config = config
+        self.network, self.target_network = network, target_network
+        self.optimizer = RMSPropTF1(
+            network.trainable_variables, decay=config.rmsprop_decay, epsilon=config.rmsprop_epsilon,
+            momentum=config.rmsprop_momentum, centered=config.rmsprop_centered,
+        )  # fmt: skip
+        self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps")  # Updates.
+        self.agent_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="agent_steps")
+        self.target_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="target_updates")
+        # Epsilon over a fixed number of agent steps (tuned DDQN: 1M), whatever the budget.
+        self.epsilon_schedule = LinearSchedule(config.epsilon_start, config.epsilon_end, config.epsilon_decay_steps)
+        # Beta from beta0 to 1 at the end of training (§3.4): over the frame
+        # budget; a resume with a larger budget continues from the current value.
+        self.beta_schedule = LinearSchedule(config.beta0, 1.0, config.total_frames)
+        # Not under XLA: measured no faster for these networks on CPU, and it compiles at start.
+        self._update = tf.function(self._loss_and_step)
+        self._compiled = None
+        self._frames_per_step = config.frames_per_step
+        self.copy_to_target()
+        self._mirrored = False
+
+    def restored(self) -> None:
+        """Call after a checkpoint restore (or instead of one), before training.
+
+        It mirrors the counters and the schedules' lines in Python, because a
+        variable read costs more than a small network's step on these CPUs. A
+        resumed run with a larger budget re-anchors beta here, once.
+        """
+        self.step_count = int(self.steps.numpy())
+        self.agent_step_count = int(self.agent_steps.numpy())
+        self._mirrored = True
+        self.beta_schedule(self.frames, self.config.total_frames)
+        self._epsilon, self._beta = self.epsilon_schedule.frozen(), self.beta_schedule.frozen()
+
+    def count_agent_steps(self, n: int) -> None:
+        self.agent_steps.assign_add(n)
+        self.agent_step_count += n
+
+    @property
+    def update_count(self) -> int:
+        return self.step_count if self._mirrored else int(self.steps.numpy())
+
+    @property
+    def frames(self) -> int:
+        agent_steps = self.agent_step_count if self._mirrored else int(self.agent_steps.numpy())
+        return agent_steps * self._frames_per_step
+
+    def epsilon(self) -> float:
+        """Training epsilon: linear from epsilon_start to epsilon_end over epsilon_decay_steps agent steps."""
+        return self._epsilon(self.agent_step_count)
+
+    def beta(self) -> float:
+        """The IS exponent: linear from beta0 to 1 at the frame budget (§3.4)."""
+        return self._beta(self.frames)
+
+    def copy_to_target(self) -> None:
+        for target, online in zip(self.target_network.variables, self.network.variables):
+            target.assign(online)
+
+    def update(self, batch: Mapping[str, np.ndarray], importance_weights: np.ndarray) -> Update:
+        """One RMSProp step on a minibatch; copies theta to theta^- every `target_update_period` updates."""
+        inputs = [tf.convert_to_tensor(batch[name]) for name in FIELDS]
+        inputs.append(tf.convert_to_tensor(importance_weights, tf.float32))
+        if self._compiled is None:  # Calling the concrete function skips tf.function's argument matching.
+            self._compiled = self._update.get_concrete_function(*inputs)
+        loss, td_error = self._compiled(*inputs)
+        self.steps.assign_add(1)
+        self.step_count += 1
+        copied = self.step_count % self.config.target_update_period == 0
+        if copied:
+            self.copy_to_target()
+            self.target_updates.assign_add(1)
+        return Update(float(loss), td_error.numpy(), copied)
+
+    def _loss_and_step(self, observation, action, reward, terminal, next_observation, importance_weights):
+        """The weighted Double DQN loss and its RMSProp step (maths only)."""
+        c = self.config
+        if c.clip_rewards:
+            reward = tf.clip_by_value(reward, -1.0, 1.0)
+        discount = c.discount * (1.0 - tf.cast(terminal, tf.float32))
+        q_t_value = self.target_network(next_observation)
+        with tf.GradientTape() as tape:
+            # One pass of the online network over S_{j-1} and S_j.
+            q = self.network(tf.concat([observation, next_observation], 0))
+            q_tm1, q_t_selector = tf.split(q, 2)
+            result = losses.prioritized_double_q_loss(
+                q_tm1, tf.cast(action, tf.int32), tf.cast(reward, tf.float32), discount, q_t_value,
+                q_t_selector, importance_weights, reduction=c.loss_reduction,
+            )  # fmt: skip
+        gradients = tape.gradient(result.loss, self.network.trainable_variables)
+        self.optimizer.apply(gradients, tf.constant(c.learning_rate, tf.float32))
+        return result.loss, result.td_error

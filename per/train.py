@@ -1,0 +1,69 @@
+"""Train prioritized Double DQN (PER, Schaul et al. 2016) on a Reverb replay.
+
+One process (an in-process Reverb server; the learner acts itself):
+
+    python -m per.train --preset minatar_ddqn_prop --env minatar:breakout --frames 5e6
+    python -m per.train --preset atari_ddqn_rank --env atari:pong
+
+Continue a run, with a larger budget if wanted (beta re-anchors, no jump):
+
+    python -m per.train --run_dir R --resume --frames 1e7
+
+Topology: one `replay` table, `Prioritized(alpha)` with FIFO eviction and a
+`SampleToInsertRatio` rate limiter holding the replay ratio. Reverb checkpoints
+it into RUN_DIR/replay with every checkpoint, so a resumed run samples from the
+same replay. This file is wiring: the roles, the loop and the run directory
+are `common.launch` and `common.loop`; the agent is `per.agent`.
+"""
+
+from __future__ import annotations
+
+from absl import flags
+
+from common import cli, launch
+from common.errors import UsageError
+from common.networks import check_fits_env
+from per import agent
+from per.config import PRESETS, PerConfig
+
+launch.define_flags("per", PRESETS, "toy")
+flags.adopt_module_key_flags(launch)
+FLAGS = flags.FLAGS
+
+
+def agent_tables(config: PerConfig):
+    return [agent.replay_table(config)]
+
+
+def validate(config: PerConfig) -> None:
+    """What the config cannot show alone: the env's observations, and the loop against the rate limiter."""
+    if config.num_actors:
+        raise UsageError(
+            f"num_actors={config.num_actors}: actor processes are not implemented for PER yet; "
+            "use --actors 0 (the learner acts itself)"
+        )
+    check_fits_env(config)
+    tolerance = agent.rate_limiter_tolerance(config)
+    if tolerance < config.batch_size:
+        raise UsageError(
+            f"min_replay_size={config.min_replay_size} is too small for the replay's rate limiter: it tolerates "
+            f"{tolerance:g} samples of drift, and one process that inserts update_period={config.update_period} "
+            f"transitions per batch needs a batch ({config.batch_size}) or it blocks itself; raise min_replay_size"
+        )
+
+
+AGENT = launch.Agent(
+    name="per", module="per.train", presets=PRESETS, default_preset="toy", tables=agent_tables,
+    validate=validate, learner=agent.make_agent, checkpoint_tables=True,
+)  # fmt: skip
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise UsageError(f"unexpected arguments {argv[1:]}; flags only (see --help)")
+    request, options = launch.from_flags(FLAGS)
+    launch.run(AGENT, request, options)
+
+
+if __name__ == "__main__":
+    cli.run(main)

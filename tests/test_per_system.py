@@ -1,0 +1,100 @@
+"""Prioritized Double DQN end to end, through the CLI as a user runs it.
+
+Learning is asserted on the return, never on the time. A resumed run starts
+from the replay it saved (Reverb's checkpoint in RUN_DIR/replay); an
+overwritten run does not. Bad input is one line, exit 2, and leaves no run
+directory behind.
+"""
+
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+TRAIN = [sys.executable, "-m", "per.train"]
+
+
+def run(*args, module=TRAIN, timeout=300):
+    return subprocess.run([*module, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def replay_sizes(output):
+    """The replay sizes the progress lines report."""
+    return [int(size) for size in re.findall(r"\| replay (\d+) \|", output)]
+
+
+@pytest.mark.slow
+def test_learns_catch_and_evaluates_at_eval_epsilon(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run("--preset=toy", f"--run_dir={run_dir}", "--seed=3")
+    assert result.returncode == 0, result.stdout + result.stderr
+    final = json.loads((run_dir / "final.json").read_text())
+    assert final["frames"] >= 10_000
+    assert final["mean_return_last_100"] >= 0.8  # Random play scores about -0.6; epsilon ends at 0.05.
+    header, *rows = (run_dir / "episodes.csv").read_text().splitlines()
+    assert header == "frames,episode_return,episode_length,wall_time" and len(rows) > 1000
+    assert list((run_dir / "tb").iterdir()) and list((run_dir / "replay").iterdir())
+    assert json.loads((run_dir / "config.json").read_text())["replay"] == "proportional"
+
+    evaluated = run(str(run_dir), "--episodes=30", module=[sys.executable, "-m", "per.evaluate"])
+    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
+    result = json.loads((run_dir / f"eval_step{final['learner_steps']}.json").read_text())
+    assert result["epsilon"] == 0.001 and result["episodes"] == 30 and result["mean_return"] >= 0.8
+
+
+@pytest.mark.slow
+def test_resume_keeps_the_replay_and_overwrite_does_not(tmp_path):
+    run_dir = tmp_path / "run"
+    fast_log = "--config_override=log_every_s=0.5"
+    first = run("--preset=toy", f"--run_dir={run_dir}", "--frames=3000", fast_log)
+    assert first.returncode == 0, first.stdout + first.stderr
+    steps = json.loads((run_dir / "final.json").read_text())["learner_steps"]
+
+    resumed = run(f"--run_dir={run_dir}", "--resume", "--frames=4000", fast_log)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"step {steps}, frames 3,000" in resumed.stdout  # "resumed from ...: step N, frames F"
+    assert "Table replay and 3000 items have been successfully loaded" in (run_dir / "replay_server.log").read_text()
+    sizes = replay_sizes(resumed.stdout)
+    assert sizes and min(sizes) > 3000, resumed.stdout  # Grows from the saved 3000, never from empty.
+    final = json.loads((run_dir / "final.json").read_text())
+    assert final["frames"] >= 4000 and final["learner_steps"] > steps and final["segments"] == 2
+
+    (run_dir / "replay").rename(tmp_path / "replay_saved")  # Lost (or older than the checkpoint): refill, no hang.
+    refilled = run(f"--run_dir={run_dir}", "--resume", "--frames=5000", fast_log)
+    assert refilled.returncode == 0, refilled.stdout + refilled.stderr
+    assert "warning: the replay holds 0 transitions, the checkpoint 4000" in refilled.stderr
+    assert json.loads((run_dir / "final.json").read_text())["learner_steps"] > final["learner_steps"]
+
+    overwritten = run("--preset=toy", f"--run_dir={run_dir}", "--overwrite", "--frames=1500", fast_log)
+    assert overwritten.returncode == 0, overwritten.stdout + overwritten.stderr
+    assert max(replay_sizes(overwritten.stdout), default=0) <= 1500, overwritten.stdout
+    assert json.loads((run_dir / "final.json").read_text())["segments"] == 1
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--config_override=replay=sorted"], "unknown replay variant 'sorted'; accepted: proportional, rank"),
+        (["--config_override=alpha=-0.5"], "alpha=-0.5: must be >= 0"),
+        (["--config_override=beta0=1.5"], "beta0=1.5: must be in [0, 1]"),
+        (["--config_override=replay_capacity=16"], "replay_capacity=16 must hold at least batch_size=32"),
+        (["--config_override=replay_capacity=400"], "and min_replay_size=500 transitions"),
+        (["--preset=minatar_ddqn", "--env=atari:pong"], "network 'minatar' is the minatar network"),
+        (["--preset=atari_ddqn_prop", "--env=minatar:breakout"], "network 'nature_dqn' is the atari network"),
+        (["--config_override=network=nature_dqn"], "network 'nature_dqn' is the atari network"),
+        (["--config_override=min_replay_size=10", "--config_override=update_period=16"], "raise min_replay_size"),
+        (["--actors=2"], "actor processes are not implemented for PER yet"),
+        (["--preset=atari_ddqn_sorted"], "value should be one of <atari_ddqn|atari_ddqn_rank"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_leaves_nothing(tmp_path, args, fragment):
+    result = run(f"--run_dir={tmp_path / 'run'}", *args, timeout=120)
+    lines = [line for line in result.stderr.splitlines() if "error" in line]
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(lines) == 1 and fragment in lines[0], result.stderr
+    assert not (tmp_path / "run").exists()
