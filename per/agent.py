@@ -37,6 +37,8 @@ import reverb
 import tensorflow as tf
 
 from common import envs, loop
+from common.errors import UsageError
+from common.networks import check_fits_env
 from common.reverb import tables
 from per import networks
 from per.actor import Actor
@@ -206,3 +208,20 @@ class DqnAgent:
 
 def make_agent(config: PerConfig, client: reverb.Client, address: str, directory: pathlib.Path) -> DqnAgent:
     return DqnAgent(config, client)
+
+
+def validate(config: PerConfig) -> None:
+    """What the config cannot show alone: the env's observations, and the loop against the rate limiter."""
+    if config.num_actors:
+        raise UsageError(
+            f"num_actors={config.num_actors}: actor processes are not implemented for PER yet; "
+            "use --actors 0 (the learner acts itself)"
+        )
+    check_fits_env(config)
+    tolerance = rate_limiter_tolerance(config)
+    if tolerance < config.batch_size:
+        raise UsageError(
+            f"min_replay_size={config.min_replay_size} is too small for the replay's rate limiter: it tolerates "
+            f"{tolerance:g} samples of drift, and one process that inserts update_period={config.update_period} "
+            f"transitions per batch needs a batch ({config.batch_size}) or it blocks itself; raise min_replay_size"
+        )

@@ -22,7 +22,6 @@ from absl import flags
 
 from common import cli, launch
 from common.errors import UsageError
-from common.networks import check_fits_env
 from per import agent
 from per.config import PRESETS, PerConfig
 
@@ -35,26 +34,9 @@ def agent_tables(config: PerConfig):
     return [agent.replay_table(config)]
 
 
-def validate(config: PerConfig) -> None:
-    """What the config cannot show alone: the env's observations, and the loop against the rate limiter."""
-    if config.num_actors:
-        raise UsageError(
-            f"num_actors={config.num_actors}: actor processes are not implemented for PER yet; "
-            "use --actors 0 (the learner acts itself)"
-        )
-    check_fits_env(config)
-    tolerance = agent.rate_limiter_tolerance(config)
-    if tolerance < config.batch_size:
-        raise UsageError(
-            f"min_replay_size={config.min_replay_size} is too small for the replay's rate limiter: it tolerates "
-            f"{tolerance:g} samples of drift, and one process that inserts update_period={config.update_period} "
-            f"transitions per batch needs a batch ({config.batch_size}) or it blocks itself; raise min_replay_size"
-        )
-
-
 AGENT = launch.Agent(
     name="per", module="per.train", presets=PRESETS, default_preset="toy", tables=agent_tables,
-    validate=validate, learner=agent.make_agent, checkpoint_tables=True,
+    validate=agent.validate, learner=agent.make_agent, checkpoint_tables=True,
 )  # fmt: skip
 
 

@@ -21,7 +21,6 @@ from per import agent as agent_lib
 from per import config as config_lib
 from per import networks
 from per.learner import FIELDS, Learner
-from per.train import validate
 
 TOY = dataclasses.replace(config_lib.PRESETS["toy"], min_replay_size=100, replay_capacity=2_000)
 
@@ -319,7 +318,7 @@ def test_presets_hold_the_papers_values():
     for name, preset in p.items():
         assert preset.replay_config.variant == preset.replay, name
         if not preset.env.startswith("atari"):  # Atari ROMs load slowly; the system tests start them.
-            validate(preset)
+            agent_lib.validate(preset)
 
 
 def test_a_loop_the_rate_limiter_would_block_is_refused():
@@ -331,5 +330,5 @@ def test_a_loop_the_rate_limiter_would_block_is_refused():
     config = dataclasses.replace(TOY, min_replay_size=10, update_period=16)  # 2 per insert; tolerance 16.
     assert agent_lib.rate_limiter_tolerance(config) < config.batch_size
     with pytest.raises(UsageError, match="tolerates 16 samples of drift"):
-        validate(config)
-    validate(dataclasses.replace(config, min_replay_size=160))  # 0.1 * 160 * 2 = 32: enough.
+        agent_lib.validate(config)
+    agent_lib.validate(dataclasses.replace(config, min_replay_size=160))  # 0.1 * 160 * 2 = 32: enough.
