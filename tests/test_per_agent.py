@@ -314,7 +314,9 @@ def test_presets_hold_the_papers_values():
     assert (p["atari_ddqn_prop"].alpha, p["atari_ddqn_prop"].beta0) == (0.6, 0.4)
     assert p["atari_ddqn"].samples_per_insert == 8  # 32 per 4 agent steps.
     assert p["atari_ddqn"].target_update_period * p["atari_ddqn"].update_period == 30_000  # Agent steps.
-    assert p["minatar_ddqn"].samples_per_insert == 32 and p["minatar_ddqn"].replay_capacity == 100_000
+    assert p["minatar_ddqn"].samples_per_insert == 8 and p["minatar_ddqn"].replay_capacity == 100_000
+    # Y&T's target copy every 1,000 frames, at one update per 4 frames.
+    assert p["minatar_ddqn"].target_update_period * p["minatar_ddqn"].update_period == 1_000
     for name, preset in p.items():
         assert preset.replay_config.variant == preset.replay, name
         if not preset.env.startswith("atari"):  # Atari ROMs load slowly; the system tests start them.
