@@ -1,4 +1,4 @@
-"""Helpers for reproduce scripts that drive `python -m impala.train` runs.
+"""Helpers for reproduce scripts that drive training runs (`python -m <agent>.train`).
 
 A study keeps its runs under runs/reproduce/<study>_<profile>/<name>: a finished
 run (with final.json) is kept, a started one is resumed, so an interrupted
@@ -19,8 +19,8 @@ import numpy as np
 from reproduce import REPO_ROOT
 
 
-def train(run_dir: pathlib.Path, flags: list[str]) -> dict:
-    """Runs (or resumes, or keeps) one training run; returns its final.json.
+def train(module: str, run_dir: pathlib.Path, flags: list[str]) -> dict:
+    """Runs (or resumes, or keeps) one run of `python -m module`; returns its final.json.
 
     Ctrl-C reaches the training run too, which saves a checkpoint and returns
     without final.json; this process waits for it, then exits with status 130
@@ -30,7 +30,7 @@ def train(run_dir: pathlib.Path, flags: list[str]) -> dict:
     if final.exists():
         print(f"{run_dir.name}: finished earlier, kept ({run_dir})", flush=True)
         return json.loads(final.read_text())
-    command = [sys.executable, "-m", "impala.train", *flags, f"--run_dir={run_dir}"]
+    command = [sys.executable, "-m", module, *flags, f"--run_dir={run_dir}"]
     if (run_dir / "config.json").exists():
         command.append("--resume")
     print(" ".join(command), flush=True)

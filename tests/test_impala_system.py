@@ -123,8 +123,8 @@ def test_ctrl_c_on_a_reproduce_script_keeps_the_run_resumable(tmp_path):
     """A terminal's Ctrl-C reaches the study script and its training run alike."""
     run_dir = tmp_path / "run"
     script = (
-        "import pathlib; from reproduce.impala import _runs; "
-        f"_runs.train(pathlib.Path({str(run_dir)!r}), ['--preset=toy', '--frames=1e7'])"
+        "import pathlib; from reproduce import _runs; "
+        f"_runs.train('impala.train', pathlib.Path({str(run_dir)!r}), ['--preset=toy', '--frames=1e7'])"
     )
     process = subprocess.Popen(
         [sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -208,7 +208,7 @@ def test_evaluate_prints_progress_and_writes_its_result(copied_run):
 
 
 def test_reproduce_scripts_keep_finished_runs(tmp_path, monkeypatch):
-    from reproduce.impala import _runs
+    from reproduce import _runs
 
     finished = tmp_path / "done"
     finished.mkdir()
@@ -218,5 +218,5 @@ def test_reproduce_scripts_keep_finished_runs(tmp_path, monkeypatch):
         raise AssertionError("a finished run was trained again")
 
     monkeypatch.setattr(subprocess, "Popen", no_training)
-    assert _runs.train(finished, ["--preset=toy"]) == {"frames": 7}
+    assert _runs.train("impala.train", finished, ["--preset=toy"]) == {"frames": 7}
 

@@ -30,7 +30,7 @@ import reproduce  # noqa: E402
 from common import cli, provenance, scores  # noqa: E402
 from common.envs.atari import ATARI57  # noqa: E402
 from common.errors import UsageError  # noqa: E402
-from reproduce.impala import _runs  # noqa: E402
+from reproduce import _runs  # noqa: E402
 
 reproduce.define_flags()
 flags.DEFINE_list("games", ["pong"], "Atari games to train.")
@@ -78,7 +78,8 @@ def main(argv: list[str]) -> None:
     for ax, game in zip(axes[0], FLAGS.games):
         run_dir = runs / game
         finals[game] = final = _runs.train(
-            run_dir, ["--preset=atari_shallow", f"--env=atari:{game}", f"--frames={frames}", f"--seed={FLAGS.seed}"]
+            "impala.train", run_dir,
+            ["--preset=atari_shallow", f"--env=atari:{game}", f"--frames={frames}", f"--seed={FLAGS.seed}"],
         )
         result = evaluate(run_dir, episodes, FLAGS.seed + 1)
         episode_frames, returns = _runs.read_episodes(run_dir)

@@ -32,7 +32,7 @@ import reproduce  # noqa: E402
 from common import cli, provenance  # noqa: E402
 from common.envs.minatar import GAMES  # noqa: E402
 from common.errors import UsageError  # noqa: E402
-from reproduce.impala import _runs  # noqa: E402
+from reproduce import _runs  # noqa: E402
 
 reproduce.define_flags()
 flags.DEFINE_list("games", list(GAMES), "MinAtar games to run.")
@@ -55,8 +55,10 @@ def main(argv: list[str]) -> None:
     frames = FRAMES[FLAGS.profile]
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"impala_minatar_{FLAGS.profile}"
     finals = {
-        game: _runs.train(runs / game, ["--preset=minatar", f"--env=minatar:{game}", f"--frames={frames}",
-                                        f"--seed={FLAGS.seed}"])
+        game: _runs.train(
+            "impala.train", runs / game,
+            ["--preset=minatar", f"--env=minatar:{game}", f"--frames={frames}", f"--seed={FLAGS.seed}"],
+        )
         for game in FLAGS.games
     }  # fmt: skip
 
