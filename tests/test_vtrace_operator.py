@@ -1,40 +1,38 @@
-"""IMPALA Theorem 1 and Remark 3 on small random MDPs, through the exact operator study."""
+"""IMPALA Theorem 1 and Remark 3 on small random MDPs, through the exact operator's maths (reproduce._tabular)."""
 
 import numpy as np
 import pytest
 
-from reproduce.impala import vtrace_operator as study_module
+from reproduce import _tabular
 
-STUDY = study_module.Study(num_mdps=3, num_states=8, num_actions=3)
+NUM_MDPS, NUM_STATES, NUM_ACTIONS, GAMMA = 3, 8, 3, 0.9
+
+
+def _random_mdp(rng: np.random.Generator) -> _tabular.Mdp:
+    return _tabular.random_mdp(rng, NUM_STATES, NUM_ACTIONS, GAMMA)
 
 
 @pytest.fixture(scope="module")
 def mdps():
     rng = np.random.default_rng(0)
-    return [study_module.random_mdp(rng, STUDY) for _ in range(STUDY.num_mdps)]
+    return [_random_mdp(rng) for _ in range(NUM_MDPS)]
 
 
 @pytest.mark.parametrize("rho_bar", [0.5, 1.0, 10.0, np.inf])
 def test_fixed_point_is_the_value_of_pi_rho_bar(mdps, rho_bar):
     for mdp in mdps:
-        b, M = study_module.operator(mdp, rho_bar, min(1.0, rho_bar))
-        V = np.linalg.solve(np.eye(len(b)) - M, b)
-        expected = study_module.value(mdp, study_module.truncated_policy(mdp, rho_bar))
+        V = _tabular.vtrace_fixed_point(mdp, rho_bar)
+        expected = _tabular.value(mdp, _tabular.truncated_policy(mdp, rho_bar))
         np.testing.assert_allclose(V, expected, atol=1e-9)
-
-
-def _fixed_point(mdp: study_module.Mdp, rho_bar: float) -> np.ndarray:
-    b, M = study_module.operator(mdp, rho_bar, min(1.0, rho_bar))
-    return np.linalg.solve(np.eye(len(b)) - M, b)
 
 
 def test_fixed_point_is_v_mu_as_rho_bar_nears_0_and_v_pi_at_infinity(mdps):
     # IMPALA §4.1 / Remark 3; solved from the operator, not from eq. (6).
     for mdp in mdps:
-        V_mu, V_pi = study_module.value(mdp, mdp.mu), study_module.value(mdp, mdp.pi)
+        V_mu, V_pi = _tabular.value(mdp, mdp.mu), _tabular.value(mdp, mdp.pi)
         assert np.abs(V_pi - V_mu).max() > 0.1  # The endpoints are distinguishable.
-        np.testing.assert_allclose(_fixed_point(mdp, np.inf), V_pi, atol=1e-9)
-        np.testing.assert_allclose(_fixed_point(mdp, 1e-6), V_mu, atol=1e-4)
+        np.testing.assert_allclose(_tabular.vtrace_fixed_point(mdp, np.inf), V_pi, atol=1e-9)
+        np.testing.assert_allclose(_tabular.vtrace_fixed_point(mdp, 1e-6), V_mu, atol=1e-4)
 
 
 def test_evaluated_policy_moves_monotonically_from_mu_to_pi():
@@ -44,8 +42,8 @@ def test_evaluated_policy_moves_monotonically_from_mu_to_pi():
     rng = np.random.default_rng(1)
     rho_bars = np.geomspace(1e-4, 1e4, 161)
     for _ in range(5):
-        mdp = study_module.random_mdp(rng, STUDY)
-        policies = np.stack([study_module.truncated_policy(mdp, r) for r in rho_bars])  # [R, S, A]
+        mdp = _random_mdp(rng)
+        policies = np.stack([_tabular.truncated_policy(mdp, r) for r in rho_bars])  # [R, S, A]
         to_pi = np.abs(policies - mdp.pi).sum(-1)
         to_mu = np.abs(policies - mdp.mu).sum(-1)
         assert (np.diff(to_pi, axis=0) <= 1e-12).all() and (np.diff(to_mu, axis=0) >= -1e-12).all()
@@ -57,22 +55,22 @@ def test_fixed_point_value_can_leave_the_segment_between_v_mu_and_v_pi():
     # state, three self-loop actions, r = (0, 0, 1), gamma = 0.9. mu and pi both
     # pay 0.01 per step, so V^mu = V^pi = 0.1. At rho_bar = 1, eq. (6) weights
     # min(mu, pi) = (0.01, 0.01, 0.01): the uniform policy, V = (1/3) / 0.1.
-    mdp = study_module.Mdp(
+    mdp = _tabular.Mdp(
         P=np.ones((1, 3, 1)),
         r=np.array([[0.0, 0.0, 1.0]]),
         mu=np.array([[0.98, 0.01, 0.01]]),
         pi=np.array([[0.01, 0.98, 0.01]]),
         gamma=0.9,
     )
-    np.testing.assert_allclose(_fixed_point(mdp, np.inf), [0.1], atol=1e-12)
-    np.testing.assert_allclose(_fixed_point(mdp, 1.0), [10 / 3], atol=1e-12)
+    np.testing.assert_allclose(_tabular.vtrace_fixed_point(mdp, np.inf), [0.1], atol=1e-12)
+    np.testing.assert_allclose(_tabular.vtrace_fixed_point(mdp, 1.0), [10 / 3], atol=1e-12)
 
 
 def test_c_bar_changes_the_modulus_but_not_the_fixed_point(mdps):
     for mdp in mdps:
         fixed_points, moduli = [], []
         for c_bar in (0.0, 0.5, 1.0, 2.0):
-            b, M = study_module.operator(mdp, 2.0, c_bar)
+            b, M = _tabular.operator(mdp, 2.0, c_bar)
             fixed_points.append(np.linalg.solve(np.eye(len(b)) - M, b))
             moduli.append(np.abs(M).sum(1).max())
         for V in fixed_points[1:]:
@@ -83,8 +81,8 @@ def test_c_bar_changes_the_modulus_but_not_the_fixed_point(mdps):
 @pytest.mark.parametrize("rho_bar, c_bar", [(1.0, 1.0), (10.0, 0.5), (np.inf, 1.0), (0.5, 0.0)])
 def test_modulus_equals_eta_and_respects_the_bound(mdps, rho_bar, c_bar):
     for mdp in mdps:
-        _, M = study_module.operator(mdp, rho_bar, c_bar)
+        _, M = _tabular.operator(mdp, rho_bar, c_bar)
         modulus = np.abs(M).sum(1).max()
-        eta, bound = study_module.theorem_1_eta(mdp, rho_bar, c_bar)
+        eta, bound = _tabular.theorem_1_eta(mdp, rho_bar, c_bar)
         assert modulus == pytest.approx(eta, abs=1e-12)
         assert modulus <= bound + 1e-12 < 1.0

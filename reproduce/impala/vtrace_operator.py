@@ -16,7 +16,8 @@ so R V = b + M V, and its sup-norm contraction modulus is ||M||_inf. We check:
 3. ||M||_inf equals Theorem 1's eta and is at most 1 - (1 - gamma) beta, with
    beta = min_x E_mu rho_0.
 
-Writes `results/impala/<profile>/vtrace_operator.{csv,md,png}` and provenance.
+The MDPs and the operator are in `reproduce._tabular`, shared with LASER's
+Proposition 1 study. Writes `results/impala/<profile>/vtrace_operator.{csv,md,png}` and provenance.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
 import reproduce  # noqa: E402
-from common import cli, provenance  # noqa: E402
+from common import cli  # noqa: E402
+from reproduce import _tabular  # noqa: E402
 
 reproduce.define_flags()
 FLAGS = flags.FLAGS
@@ -56,98 +58,25 @@ PROFILES = {
 }
 
 
-@dataclasses.dataclass
-class Mdp:
-    P: np.ndarray  # [S, A, S]
-    r: np.ndarray  # [S, A]
-    mu: np.ndarray  # [S, A] behaviour policy
-    pi: np.ndarray  # [S, A] target policy
-    gamma: float
-
-
-def random_mdp(rng: np.random.Generator, study: Study) -> Mdp:
-    S, A = study.num_states, study.num_actions
-    P = rng.dirichlet(np.ones(S), size=(S, A))
-    r = rng.standard_normal((S, A))
-
-    def policy():
-        logits = rng.standard_normal((S, A)) / study.policy_temperature
-        return np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
-
-    return Mdp(P=P, r=r, mu=policy(), pi=policy(), gamma=study.gamma)
-
-
-def value(mdp: Mdp, policy: np.ndarray) -> np.ndarray:
-    """V^policy = (I - gamma P_policy)^-1 r_policy."""
-    P_policy = np.einsum("xa,xay->xy", policy, mdp.P)
-    r_policy = (policy * mdp.r).sum(1)
-    return np.linalg.solve(np.eye(len(r_policy)) - mdp.gamma * P_policy, r_policy)
-
-
-def truncated_policy(mdp: Mdp, rho_bar: float) -> np.ndarray:
-    """pi_rho_bar of eq. (6): min(rho_bar mu, pi), normalised."""
-    weights = np.minimum(rho_bar * mdp.mu, mdp.pi)
-    return weights / weights.sum(1, keepdims=True)
-
-
-def operator(mdp: Mdp, rho_bar: float, c_bar: float) -> tuple[np.ndarray, np.ndarray]:
-    """(b, M) with R V = b + M V, the V-trace operator of eq. (5)."""
-    ratio = mdp.pi / mdp.mu
-    rho, c = np.minimum(rho_bar, ratio), np.minimum(c_bar, ratio)
-    S = len(mdp.r)
-    C = mdp.gamma * np.einsum("xa,xa,xay->xy", mdp.mu, c, mdp.P)
-    trace = np.linalg.inv(np.eye(S) - C)  # sum_t C^t
-    P_rho = np.einsum("xa,xa,xay->xy", mdp.mu, rho, mdp.P)
-    expected_rho = (mdp.mu * rho).sum(1)
-    b = trace @ (mdp.mu * rho * mdp.r).sum(1)
-    M = np.eye(S) + trace @ (mdp.gamma * P_rho - np.diag(expected_rho))
-    return b, M
-
-
-def theorem_1_eta(mdp: Mdp, rho_bar: float, c_bar: float) -> tuple[float, float]:
-    """(max_x eta(x), 1 - (1 - gamma) beta) of Theorem 1."""
-    ratio = mdp.pi / mdp.mu
-    rho, c = np.minimum(rho_bar, ratio), np.minimum(c_bar, ratio)
-    gamma = mdp.gamma
-    C = gamma * np.einsum("xa,xa,xay->xy", mdp.mu, c, mdp.P)
-    expected_rho = (mdp.mu * rho).sum(1)
-    # sum_t gamma^t E[(prod_{i<=t-2} c_i) rho_{t-1}] = 1 + gamma (I - C)^-1 E rho.
-    weighted = 1.0 + gamma * np.linalg.solve(np.eye(len(C)) - C, expected_rho)
-    eta = 1.0 / gamma - (1.0 / gamma - 1.0) * weighted
-    beta = expected_rho.min()
-    return float(eta.max()), float(1.0 - (1.0 - gamma) * beta)
-
-
-def fixed_point(b: np.ndarray, M: np.ndarray, tolerance: float) -> tuple[np.ndarray, list[float]]:
-    """Iterates V <- R V from V = 0; returns V and the sup-norm change per iteration."""
-    V, changes = np.zeros_like(b), []
-    for _ in range(100_000):
-        new = b + M @ V
-        changes.append(float(np.abs(new - V).max()))
-        V = new
-        if changes[-1] < tolerance:
-            break
-    return V, changes
-
-
-def analyse(mdp: Mdp, study: Study, index: int) -> list[dict]:
-    V_mu, V_pi = value(mdp, mdp.mu), value(mdp, mdp.pi)
+def analyse(mdp: _tabular.Mdp, study: Study, index: int) -> list[dict]:
+    V_mu, V_pi = _tabular.value(mdp, mdp.mu), _tabular.value(mdp, mdp.pi)
     gap = np.abs(V_pi - V_mu).max()
     rows = []
     for rho_bar in study.rho_bars:
         for c_bar in study.c_bars:
             if c_bar > rho_bar:  # Theorem 1 assumes rho_bar >= c_bar.
                 continue
-            b, M = operator(mdp, rho_bar, c_bar)
-            V, changes = fixed_point(b, M, study.tolerance)
-            eta, bound = theorem_1_eta(mdp, rho_bar, c_bar)
+            b, M = _tabular.operator(mdp, rho_bar, c_bar)
+            V, changes = _tabular.fixed_point(b, M, study.tolerance)
+            eta, bound = _tabular.theorem_1_eta(mdp, rho_bar, c_bar)
+            V_rho_bar = _tabular.value(mdp, _tabular.truncated_policy(mdp, rho_bar))
             rows.append(
                 {
                     "mdp": index,
                     "rho_bar": rho_bar,
                     "c_bar": c_bar,
                     "iterations": len(changes),
-                    "error_to_V_pi_rho_bar": float(np.abs(V - value(mdp, truncated_policy(mdp, rho_bar))).max()),
+                    "error_to_V_pi_rho_bar": float(np.abs(V - V_rho_bar).max()),
                     "distance_to_V_mu": float(np.abs(V - V_mu).max() / gap),
                     "distance_to_V_pi": float(np.abs(V - V_pi).max() / gap),
                     "modulus": float(np.abs(M).sum(1).max()),
@@ -186,7 +115,7 @@ def summarise(rows: list[dict], study: Study) -> list[str]:
         "",
         f"## 2. c_bar sets the speed, not the fixed point (rho_bar = {rho_bar:g})",
         "",
-        "| c_bar | iterations to 1e-10 (median) | modulus ||M|| (median) | error to V^{pi_rho_bar} (max) |",
+        "| c_bar | iterations to 1e-10 (median) | modulus \\|\\|M\\|\\| (median) | error to V^{pi_rho_bar} (max) |",
         "| --- | --- | --- | --- |",
     ]
     for c_bar in study.c_bars:
@@ -241,16 +170,17 @@ def main(argv: list[str]) -> None:
     start = time.time()
     study = PROFILES[FLAGS.profile]
     rng = np.random.default_rng(FLAGS.seed)
-    rows = [row for i in range(study.num_mdps) for row in analyse(random_mdp(rng, study), study, i)]
+    mdps = (
+        _tabular.random_mdp(rng, study.num_states, study.num_actions, study.gamma, study.policy_temperature)
+        for _ in range(study.num_mdps)
+    )
+    rows = [row for i, mdp in enumerate(mdps) for row in analyse(mdp, study, i)]
     out = reproduce.output_dir("impala", FLAGS.profile)
     reproduce.write_csv(out / "vtrace_operator.csv", rows)
     lines = summarise(rows, study)
     (out / "vtrace_operator.md").write_text("\n".join(lines) + "\n")
     plot(rows, study, out / "vtrace_operator.png")
-    provenance.write(
-        out, "vtrace_operator.provenance.json", config=dataclasses.asdict(study), seeds=[FLAGS.seed],
-        frames=None, wall_time_s=time.time() - start, scale=f"{FLAGS.profile} profile (exact computation)",
-    )  # fmt: skip
+    _tabular.write_provenance(out, "vtrace_operator", study, FLAGS.seed, FLAGS.profile, start)
     print("\n".join(lines))
 
 
