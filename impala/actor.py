@@ -8,22 +8,32 @@ learner except through the queue's back-pressure when the queue is full.
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 import reverb
 import tensorflow as tf
 
 from common.reverb import variables as reverb_variables
 from impala.networks import ActorCritic
-from impala.trajectories import unroll_adder
+from impala.trajectories import QUEUE_ONLY, unroll_adder
 
 
 class Actor:
     def __init__(
-        self, network: ActorCritic, spec, env, client: reverb.Client, unroll_length: int, seed: int, jit: bool
+        self,
+        network: ActorCritic,
+        spec,
+        env,
+        client: reverb.Client,
+        unroll_length: int,
+        seed: int,
+        jit: bool,
+        tables: Mapping[str, float] = QUEUE_ONLY,
     ):
         self._network, self._env, self._client = network, env, client
         self._length = unroll_length
-        self._writer = unroll_adder(client, spec, env.num_envs, unroll_length)
+        self._writer = unroll_adder(client, spec, env.num_envs, unroll_length, tables)
         self._seed = seed
         self._policy = tf.function(self._policy_step, jit_compile=jit)
 

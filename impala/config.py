@@ -51,6 +51,8 @@ class ImpalaConfig:
     baseline_cost: float = 0.5
     entropy_cost: float = 0.01
     learning_rate: float = 0.0006
+    # App. G: annealed linearly to 0 over total_frames. False: constant (LASER's sweeps, §5.1).
+    anneal_learning_rate: bool = True
     rmsprop_decay: float = 0.99
     rmsprop_epsilon: float = 0.01
     rmsprop_momentum: float = 0.0

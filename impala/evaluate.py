@@ -14,41 +14,14 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-import tensorflow as tf
 from absl import flags
 
 from common import cli, evaluation
-from impala import networks
+from impala.agent import Sampling, make_network
 from impala.config import ImpalaConfig
 
 evaluation.define_flags(200, "IMPALA App. G: 200")
 FLAGS = flags.FLAGS
-
-
-def make_network(config: ImpalaConfig, env) -> networks.ActorCritic:
-    network = networks.make(config, env.observation_space, int(env.action_space.n))
-    observation, _ = env.reset()
-    network.step(observation[None], tf.zeros((1,), tf.bool), network.initial_state(1))  # Creates the variables.
-    return network
-
-
-class Sampling:
-    """Samples actions from pi = softmax(logits), carrying the recurrent state."""
-
-    def __init__(self, config: ImpalaConfig, network: networks.ActorCritic, seed: int):
-        self._network = network
-        self._step = tf.function(network.step, jit_compile=networks.xla_compiles_network(config.xla))
-        self._rng = np.random.default_rng(seed)
-
-    def reset(self) -> None:
-        self._state, self._first = self._network.initial_state(1), True
-
-    def __call__(self, observation: np.ndarray) -> int:
-        output, self._state = self._step(observation[None], tf.constant([self._first]), self._state)
-        self._first = False
-        probs = tf.nn.softmax(output.policy_logits[0]).numpy().astype(np.float64)
-        return int(self._rng.choice(len(probs), p=probs / probs.sum()))
 
 
 def main(argv: list[str]) -> None:

@@ -48,9 +48,10 @@ class Learner(tf.Module):
         self.strategy = strategy
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps")
         self.frames = tf.Variable(0, dtype=tf.int64, trainable=False, name="frames")
-        # App. G: annealed linearly to 0 over the frame budget; a resumed run
-        # with a larger budget continues from the current value.
-        self.learning_rate_schedule = LinearSchedule(config.learning_rate, 0.0, config.total_frames)
+        # App. G: annealed linearly to 0 over the frame budget (or held constant);
+        # a resumed run with a larger budget continues from the current value.
+        final_rate = 0.0 if config.anneal_learning_rate else config.learning_rate
+        self.learning_rate_schedule = LinearSchedule(config.learning_rate, final_rate, config.total_frames)
         self._optimizer = None
         # V-trace and the losses always run under XLA; the network too when
         # config.xla asks for it (see XLA_MODES). Compiled once, here.
@@ -58,7 +59,13 @@ class Learner(tf.Module):
         self._losses = tf.function(self._losses_from_outputs, jit_compile=True)
         self._train_step = tf.function(self._update, jit_compile=jit_network)
         self._replica_gradients = tf.function(self._loss_and_gradients, jit_compile=jit_network)
-        self._frames_per_batch = config.batch_size * config.unroll_length * config.frames_per_step
+        # Env frames each update consumes for the first time.
+        self._frames_per_batch = self.new_unrolls_per_batch(config) * config.unroll_length * config.frames_per_step
+
+    @staticmethod
+    def new_unrolls_per_batch(config: ImpalaConfig) -> int:
+        """Unrolls a batch brings that no batch learned from before: all of IMPALA's."""
+        return config.batch_size
 
     @property
     def optimizer(self) -> RMSPropTF1:
@@ -121,14 +128,21 @@ class Learner(tf.Module):
         """`losses.vtrace_actor_critic_loss` on [T + 1, B] unrolls: steps 0..T-1, bootstrap V(x_T)."""
         c = self.config
         result = losses.vtrace_actor_critic_loss(
-            b["behaviour_logits"][:-1], outputs.policy_logits[:-1], tf.cast(b["action"][:-1], tf.int32),
-            c.discount * (1.0 - tf.cast(b["terminal"][:-1], tf.float32)),
-            losses.clip_rewards(b["reward"][:-1], c.reward_clipping), outputs.baseline[:-1], outputs.baseline[-1],
+            *self._loss_inputs(b, outputs),
             baseline_cost=c.baseline_cost, entropy_cost=c.entropy_cost, reduction=c.loss_reduction,
             correction=c.correction, clip_rho_threshold=c.clip_rho_threshold,
             clip_pg_rho_threshold=c.clip_pg_rho_threshold,
         )  # fmt: skip
         return result._asdict()
+
+    def _loss_inputs(self, b: dict[str, tf.Tensor], outputs: AgentOutput) -> tuple[tf.Tensor, ...]:
+        """(mu's logits, pi's logits, a, gamma, r, V, V(x_T)) of steps 0..T-1, rewards clipped."""
+        c = self.config
+        return (
+            b["behaviour_logits"][:-1], outputs.policy_logits[:-1], tf.cast(b["action"][:-1], tf.int32),
+            c.discount * (1.0 - tf.cast(b["terminal"][:-1], tf.float32)),
+            losses.clip_rewards(b["reward"][:-1], c.reward_clipping), outputs.baseline[:-1], outputs.baseline[-1],
+        )  # fmt: skip
 
     def _apply(self, gradients, metrics: dict[str, tf.Tensor], learning_rate: tf.Tensor) -> dict[str, tf.Tensor]:
         gradient_norm = tf.linalg.global_norm(gradients)

@@ -89,25 +89,55 @@ def vtrace_actor_critic_loss(
 
     Returns a `LossOutput`.
     """
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"unknown reduction {reduction!r}; accepted: {', '.join(REDUCTIONS)}")
-    reduce = tf.reduce_sum if reduction == "sum" else tf.reduce_mean
     targets = vtrace.off_policy_targets(
         correction, behaviour_logits, target_logits, actions, discounts, rewards, values, bootstrap_value,
         clip_rho_threshold, clip_pg_rho_threshold, lambda_,
     )  # fmt: skip
     epsilon = vtrace.EPSILON_CORRECTION if correction == "epsilon" else 0.0
+    return actor_critic_loss(
+        target_logits, actions, values, targets.vs, targets.pg_advantages, targets.log_rhos,
+        baseline_cost=baseline_cost, entropy_cost=entropy_cost, reduction=reduction, epsilon=epsilon, mask=mask,
+        entropy_mask=entropy_mask,
+    )  # fmt: skip
+
+
+def actor_critic_loss(
+    target_logits: tf.Tensor,
+    actions: tf.Tensor,
+    values: tf.Tensor,
+    vs: tf.Tensor,
+    pg_advantages: tf.Tensor,
+    log_rhos: tf.Tensor,
+    *,
+    baseline_cost: float,
+    entropy_cost: float,
+    reduction: str = "sum",
+    epsilon: float = 0.0,
+    mask: Optional[tf.Tensor] = None,
+    entropy_mask: Optional[tf.Tensor] = None,
+) -> LossOutput:
+    """§4.2's three terms from given targets (V-trace's, or LASER's trust-region V-trace).
+
+    Args:
+      target_logits: [T, B, A]; actions, values, vs, pg_advantages, log_rhos: [T, B].
+      epsilon: the epsilon-correction's floor on pi(a|x) in log pi (0: none).
+      mask, entropy_mask, baseline_cost, entropy_cost, reduction: as in
+        `vtrace_actor_critic_loss`.
+    """
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"unknown reduction {reduction!r}; accepted: {', '.join(REDUCTIONS)}")
+    reduce = tf.reduce_sum if reduction == "sum" else tf.reduce_mean
     log_probs = vtrace.action_log_probs(target_logits, actions, epsilon)
     mask = tf.ones_like(values) if mask is None else tf.cast(mask, values.dtype)
     entropy_mask = tf.ones_like(values) if entropy_mask is None else tf.cast(entropy_mask, values.dtype)
     entropies = entropy(target_logits)
-    pg_loss = reduce(-log_probs * targets.pg_advantages * mask)
-    baseline_loss = reduce(0.5 * tf.square(targets.vs - values) * mask)
+    pg_loss = reduce(-log_probs * pg_advantages * mask)
+    baseline_loss = reduce(0.5 * tf.square(vs - values) * mask)
     entropy_bonus = reduce(entropies * entropy_mask)
     return LossOutput(
         loss=pg_loss + baseline_cost * baseline_loss - entropy_cost * entropy_bonus,
         pg_loss=pg_loss,
         baseline_loss=baseline_loss,
         entropy=tf.reduce_sum(entropies * entropy_mask) / tf.maximum(tf.reduce_sum(entropy_mask), 1.0),
-        mean_rho=tf.reduce_mean(tf.exp(targets.log_rhos)),
+        mean_rho=tf.reduce_mean(tf.exp(log_rhos)),
     )

@@ -26,15 +26,13 @@ import reverb
 import tensorflow as tf
 from absl import flags
 
-from common import cli, envs, launch, loop
+from common import cli, launch
 from common.errors import UsageError
 from common.networks import check_fits_env
 from common.reverb import tables
-from common.reverb import variables as reverb_variables
-from impala import networks, trajectories
-from impala.actor import Actor
+from impala import trajectories
+from impala.agent import QueueLearner, run_actor
 from impala.config import PRESETS, ImpalaConfig
-from impala.learner import Learner, variable_scope
 
 launch.define_flags("impala", PRESETS, "toy")
 flags.adopt_module_key_flags(launch)
@@ -46,72 +44,6 @@ flags.DEFINE_integer(
     "simulated_cpu_devices", None, "Split the CPU into N logical devices for --distribute (tests without GPUs)."
 )
 FLAGS = flags.FLAGS
-
-# How long the learner waits in C++ for unrolls before returning to Python.
-SAMPLE_WAIT_MS = 2000
-
-
-def agent_tables(config: ImpalaConfig) -> list[reverb.Table]:
-    return [tables.queue(trajectories.QUEUE_TABLE, config.queue_size), tables.variables()]
-
-
-def build_agent(config: ImpalaConfig) -> tuple[networks.ActorCritic, dict[str, tf.TensorSpec]]:
-    """The network, with its variables, and the per-step spec of the unrolls it trains on."""
-    env = envs.make(config.env, seed=0, **dict(config.env_options))
-    space, num_actions = env.observation_space, int(env.action_space.n)
-    env.close()
-    network = networks.make(config, space, num_actions)
-    state_spec = None
-    if network.recurrent:
-        state_spec = tf.nest.map_structure(lambda s: tf.TensorSpec(s.shape[1:], s.dtype), network.initial_state(1))
-    network.step(tf.zeros((1, *space.shape), space.dtype), tf.zeros((1,), tf.bool), network.initial_state(1))
-    return network, trajectories.step_spec(space.shape, tf.as_dtype(space.dtype), num_actions, state_spec)
-
-
-def run_actor(config: ImpalaConfig, client: reverb.Client, seed: int) -> None:
-    env = envs.make_batched(config.env, config.envs_per_actor, seed=seed, **dict(config.env_options))
-    network, spec = build_agent(config)
-    jit = networks.xla_compiles_network(config.xla)
-    Actor(network, spec, env, client, config.unroll_length, seed=seed, jit=jit).run()
-
-
-class QueueLearner:
-    """The loop's learner: one V-trace update per batch of unrolls from the queue."""
-
-    def __init__(self, config: ImpalaConfig, client: reverb.Client, address: str, strategy):
-        with variable_scope(strategy):
-            self.network, spec = build_agent(config)
-            self.learner = Learner(config, self.network, strategy)
-            self.learner.build({k: tf.zeros([1, config.unroll_length + 1, *s.shape], s.dtype) for k, s in spec.items()})
-        self._client, self._queue_size = client, config.queue_size
-        self._batches = trajectories.batches(address, spec, config.unroll_length, config.batch_size, SAMPLE_WAIT_MS)
-
-    frames = property(lambda self: self.learner.frame_count)
-    steps = property(lambda self: self.learner.step_count)
-
-    def state(self) -> dict:
-        return {"learner": self.learner}
-
-    def start(self) -> None:
-        if self.learner.learning_rate() == 0.0 and self.frames < self.learner.config.total_frames:
-            print("note: the learning rate had annealed to 0 at the run's earlier budget and stays 0: a larger "
-                  "--frames continues the schedule from its value, without a jump", flush=True)  # fmt: skip
-        reverb_variables.publish(self._client, self.network.trainable_variables)
-
-    def step(self) -> loop.Step | None:
-        batch = next(self._batches)
-        if batch is None:
-            return None
-        metrics = self.learner.step(batch)
-        reverb_variables.publish(self._client, self.network.trainable_variables)
-        episodes = trajectories.finished_episodes({k: batch[k].numpy() for k in ("episode_return", "episode_length")})
-        return loop.Step(metrics, episodes)
-
-    def progress(self) -> dict[str, float]:
-        return {"queue": self._client.server_info()[trajectories.QUEUE_TABLE].current_size}
-
-    def save_extra(self) -> None:
-        """The queue is transient: nothing outside the checkpoint to keep."""
 
 
 def simulate_cpu_devices(count: int) -> None:
@@ -130,6 +62,10 @@ def learner_strategy(distribute: str, simulated: bool, batch_size: int):
     if batch_size % len(devices):
         raise UsageError(f"batch_size={batch_size} must divide evenly over {len(devices)} learner replicas")
     return tf.distribute.MirroredStrategy(devices)
+
+
+def agent_tables(config: ImpalaConfig) -> list[reverb.Table]:
+    return [tables.queue(trajectories.QUEUE_TABLE, config.queue_size), tables.variables()]
 
 
 def make_learner(distribute: str, simulated: bool, config, client, address, directory: pathlib.Path):

@@ -15,6 +15,8 @@ learner can log finished episodes without another channel.
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 import reverb
 import tensorflow as tf
@@ -22,6 +24,7 @@ import tensorflow as tf
 from common.reverb import adders, datasets
 
 QUEUE_TABLE = "queue"
+QUEUE_ONLY = {QUEUE_TABLE: 1.0}  # IMPALA's actors write to the queue alone.
 
 
 def step_spec(observation_shape, observation_dtype, num_actions: int, state_spec=None) -> dict[str, tf.TensorSpec]:
@@ -41,9 +44,18 @@ def step_spec(observation_shape, observation_dtype, num_actions: int, state_spec
     return spec
 
 
-def unroll_adder(client: reverb.Client, spec: dict[str, tf.TensorSpec], num_envs: int, unroll_length: int):
-    """Items of T + 1 steps every T steps into the queue, for `num_envs` envs."""
-    return adders.SequenceAdder(client, spec, num_envs, unroll_length + 1, unroll_length, {QUEUE_TABLE: 1.0})
+def unroll_adder(
+    client: reverb.Client,
+    spec: dict[str, tf.TensorSpec],
+    num_envs: int,
+    unroll_length: int,
+    tables: Mapping[str, float] = QUEUE_ONLY,
+):
+    """Items of T + 1 steps every T steps into `tables` ({name: priority}), for `num_envs` envs.
+
+    Several tables (LASER's queue and replay) reference the same stored steps.
+    """
+    return adders.SequenceAdder(client, spec, num_envs, unroll_length + 1, unroll_length, dict(tables))
 
 
 def batches(address: str, spec: dict[str, tf.TensorSpec], unroll_length: int, batch_size: int, wait_ms: int):

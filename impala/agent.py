@@ -1,0 +1,126 @@
+"""IMPALA's parts between the maths and the entry points: network and spec, actor, queue learner, policy.
+
+`impala.train` wires these into the shared runtime; LASER (`laser/`) builds on
+them with its replay.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Mapping
+
+import numpy as np
+import reverb
+import tensorflow as tf
+
+from common import envs, loop
+from common.reverb import variables as reverb_variables
+from impala import networks, trajectories
+from impala.actor import Actor
+from impala.config import ImpalaConfig
+from impala.learner import Learner, variable_scope
+
+# How long the learner waits in C++ for unrolls before returning to Python.
+SAMPLE_WAIT_MS = 2000
+
+
+def build_agent(config: ImpalaConfig) -> tuple[networks.ActorCritic, dict[str, tf.TensorSpec]]:
+    """The network, with its variables, and the per-step spec of the unrolls it trains on."""
+    env = envs.make(config.env, seed=0, **dict(config.env_options))
+    space, num_actions = env.observation_space, int(env.action_space.n)
+    env.close()
+    network = networks.make(config, space, num_actions)
+    state_spec = None
+    if network.recurrent:
+        state_spec = tf.nest.map_structure(lambda s: tf.TensorSpec(s.shape[1:], s.dtype), network.initial_state(1))
+    network.step(tf.zeros((1, *space.shape), space.dtype), tf.zeros((1,), tf.bool), network.initial_state(1))
+    return network, trajectories.step_spec(space.shape, tf.as_dtype(space.dtype), num_actions, state_spec)
+
+
+def run_actor(
+    config: ImpalaConfig, client: reverb.Client, seed: int, tables: Mapping[str, float] = trajectories.QUEUE_ONLY
+) -> None:
+    """Acts forever, writing each unroll once into `tables` ({name: priority})."""
+    env = envs.make_batched(config.env, config.envs_per_actor, seed=seed, **dict(config.env_options))
+    network, spec = build_agent(config)
+    jit = networks.xla_compiles_network(config.xla)
+    Actor(network, spec, env, client, config.unroll_length, seed=seed, jit=jit, tables=tables).run()
+
+
+class QueueLearner:
+    """The loop's learner: one update per batch of unrolls from `batches()`.
+
+    IMPALA's batches are B unrolls from the queue. LASER's subclass mixes in
+    replay, with its own `learner_class`, `batches` and `step`.
+    """
+
+    learner_class = Learner
+
+    def __init__(self, config: ImpalaConfig, client: reverb.Client, address: str, strategy=None):
+        with variable_scope(strategy):
+            self.network, self.spec = build_agent(config)
+            self.learner = self.learner_class(config, self.network, strategy)
+            self.learner.build(
+                {k: tf.zeros([1, config.unroll_length + 1, *s.shape], s.dtype) for k, s in self.spec.items()}
+            )
+        self.config, self._client, self._address = config, client, address
+        self._batches = self.batches()
+
+    frames = property(lambda self: self.learner.frame_count)
+    steps = property(lambda self: self.learner.step_count)
+
+    def batches(self) -> Iterator[dict[str, tf.Tensor] | None]:
+        c = self.config
+        return trajectories.batches(self._address, self.spec, c.unroll_length, c.batch_size, SAMPLE_WAIT_MS)
+
+    def state(self) -> dict:
+        return {"learner": self.learner}
+
+    def start(self) -> None:
+        if self.learner.learning_rate() == 0.0 and self.frames < self.learner.config.total_frames:
+            print("note: the learning rate had annealed to 0 at the run's earlier budget and stays 0: a larger "
+                  "--frames continues the schedule from its value, without a jump", flush=True)  # fmt: skip
+        self._publish()
+
+    def step(self) -> loop.Step | None:
+        batch = next(self._batches)
+        if batch is None:
+            return None
+        metrics = self.learner.step(batch)
+        self._publish()
+        episodes = trajectories.finished_episodes({k: batch[k].numpy() for k in ("episode_return", "episode_length")})
+        return loop.Step(metrics, episodes)
+
+    def _publish(self) -> None:
+        """The parameters, for the actors' next unrolls."""
+        reverb_variables.publish(self._client, self.network.trainable_variables)
+
+    def progress(self) -> dict[str, float]:
+        return {"queue": self._client.server_info()[trajectories.QUEUE_TABLE].current_size}
+
+    def save_extra(self) -> None:
+        """The queue is transient: nothing outside the checkpoint to keep."""
+
+
+def make_network(config: ImpalaConfig, env) -> networks.ActorCritic:
+    network = networks.make(config, env.observation_space, int(env.action_space.n))
+    observation, _ = env.reset()
+    network.step(observation[None], tf.zeros((1,), tf.bool), network.initial_state(1))  # Creates the variables.
+    return network
+
+
+class Sampling:
+    """Samples actions from pi = softmax(logits), carrying the recurrent state."""
+
+    def __init__(self, config: ImpalaConfig, network: networks.ActorCritic, seed: int):
+        self._network = network
+        self._step = tf.function(network.step, jit_compile=networks.xla_compiles_network(config.xla))
+        self._rng = np.random.default_rng(seed)
+
+    def reset(self) -> None:
+        self._state, self._first = self._network.initial_state(1), True
+
+    def __call__(self, observation: np.ndarray) -> int:
+        output, self._state = self._step(observation[None], tf.constant([self._first]), self._state)
+        self._first = False
+        probs = tf.nn.softmax(output.policy_logits[0]).numpy().astype(np.float64)
+        return int(self._rng.choice(len(probs), p=probs / probs.sum()))
