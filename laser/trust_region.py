@@ -122,9 +122,9 @@ def vtrace(
       `impala.vtrace.VTraceReturns(vs, pg_advantages)`, both [T, B] and without
       gradient, where pg_advantages = lambda_s rho^pg_s (r_s + gamma_s v_{s+1} - V(x_s)).
       At a rejected step vs = V(x_s) and pg_advantages = 0, so it adds nothing to the
-      value or policy loss; the learner still masks it out of every loss term (§4.3),
-      including the entropy, and out of the normalisation. With the mask all ones this
-      is `impala.vtrace.from_importance_weights`.
+      value or policy loss; the learner (`laser.losses`) masks it out of those terms
+      all the same (§4.3). With the mask all ones this is
+      `impala.vtrace.from_importance_weights`.
 
     Raises:
       TypeError: an integer input. ValueError: a wrong rank or shape, a threshold

@@ -1,0 +1,142 @@
+"""LASER on Reverb: IMPALA's actors and queue, plus one replay fed by the same writes.
+
+Topology (Algorithm 1):
+
+* actors write each unroll once, to both `queue` and `replay` (one
+  `TrajectoryWriter`, two items referencing the same chunks);
+* `replay` is uniform with FIFO removal, sized in observations
+  (`LaserConfig.replay_capacity`);
+* the learner takes B_online unrolls from the queue, in queue order, and
+  B_replay sampled uniformly from the replay, and learns on their
+  concatenation, online first (`laser.learner`).
+
+With pure replay (fraction 1) the learner still dequeues one fresh unroll
+per step, to pace the actors and to count frames and episodes, but learns
+from the replay only. Without replay (fraction 0) this is IMPALA.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import reverb
+import tensorflow as tf
+
+from common import loop
+from common.reverb import datasets, tables
+from impala import agent as impala_agent
+from impala import trajectories
+from laser.config import LaserConfig
+from laser.learner import Learner
+
+REPLAY_TABLE = "replay"
+
+
+def queue_table(config: LaserConfig) -> str:
+    """The agent's own queue: `queue`, or `queue_<i>` for sweep member i."""
+    return trajectories.QUEUE_TABLE + ("" if config.sweep_member < 0 else f"_{config.sweep_member}")
+
+
+def params_table(config: LaserConfig) -> str:
+    """The agent's own parameters: `params`, or `params_<i>` for sweep member i."""
+    return tables.PARAMS + ("" if config.sweep_member < 0 else f"_{config.sweep_member}")
+
+
+def own_tables(config: LaserConfig) -> list[reverb.Table]:
+    """The tables one agent does not share: its queue and its parameters."""
+    return [tables.queue(queue_table(config), config.queue_size), tables.variables(params_table(config))]
+
+
+def replay_table(config: LaserConfig) -> reverb.Table:
+    """Uniform, FIFO, sized in unrolls from the capacity in observations; one per sweep."""
+    return tables.uniform_replay(REPLAY_TABLE, config.replay_capacity_unrolls, min_size=config.min_replay_unrolls)
+
+
+def agent_tables(config: LaserConfig) -> list[reverb.Table]:
+    return own_tables(config) + ([replay_table(config)] if config.replay_batch_size else [])
+
+
+def sweep_tables(configs: list[LaserConfig]):
+    """Every member's queue and parameters, and the one replay they share."""
+    found = [table for config in configs for table in own_tables(config)]
+    if configs[0].replay_batch_size:
+        found.append(replay_table(configs[0]))
+    return found
+
+
+def actor_tables(config: LaserConfig) -> dict[str, float]:
+    """Where actors write each unroll (uniform replay ignores the priority)."""
+    if config.replay_batch_size:
+        return {queue_table(config): 1.0, REPLAY_TABLE: 1.0}
+    return {queue_table(config): 1.0}
+
+
+def run_actor(config: LaserConfig, client: reverb.Client, seed: int) -> None:
+    impala_agent.run_actor(config, client, seed, actor_tables(config), params_table(config))
+
+
+class MixedLearner(impala_agent.QueueLearner):
+    """The loop's learner: one update per mixed batch of online and replayed unrolls."""
+
+    learner_class = Learner
+    _accepted: float | None = None
+
+    def __init__(self, config: LaserConfig, client: reverb.Client, address: str):
+        self.queue_table, self.params_table = queue_table(config), params_table(config)
+        super().__init__(config, client, address)
+
+    def batches(self) -> Iterator[tuple[dict, dict] | None]:
+        """(fresh, replayed) pairs, or None after a wait (so the loop can look at signals).
+
+        A fresh batch is held while the replay cannot serve yet, so no online
+        unroll is dropped.
+        """
+        c, wait = self.config, impala_agent.SAMPLE_WAIT_MS
+        fresh_batches = trajectories.batches(
+            self._address, self.spec, c.unroll_length, c.dequeued_per_step, wait, self.queue_table
+        )
+        replay_batches = None
+        if c.replay_batch_size:
+            replay_batches = datasets.batches(
+                self._address, REPLAY_TABLE, self.spec, c.unroll_length + 1, c.replay_batch_size, wait
+            )
+        while True:
+            fresh = next(fresh_batches)
+            if fresh is None:
+                yield None
+                continue
+            replayed = None
+            while replay_batches is not None and (replayed := next(replay_batches)) is None:
+                yield None
+            yield fresh, replayed
+
+    def step(self) -> loop.Step | None:
+        pair = next(self._batches)
+        if pair is None:
+            return None
+        fresh, replayed = pair
+        metrics = self.learner.step(mix(fresh, replayed, self.config.online_batch_size))
+        self._publish()
+        self._accepted = metrics["replay_accepted"]
+        episodes = trajectories.finished_episodes({k: fresh[k].numpy() for k in ("episode_return", "episode_length")})
+        return loop.Step(metrics, episodes)
+
+    def progress(self) -> dict[str, float]:
+        info = self._client.server_info()
+        found = {"queue": info[self.queue_table].current_size}
+        if REPLAY_TABLE in info:
+            found["replay"] = info[REPLAY_TABLE].current_size
+            if self.config.trust_region and self._accepted is not None:
+                found["accepted"] = round(self._accepted, 3)  # Replayed steps the trust region kept, last batch.
+        return found
+
+
+def mix(fresh: dict, replayed: dict | None, num_online: int) -> dict:
+    """The learner's batch: the first `num_online` fresh unrolls, then the replayed ones."""
+    if replayed is None:
+        return fresh
+    return tf.nest.map_structure(lambda f, r: tf.concat([f[:num_online], r], axis=0), fresh, replayed)
+
+
+def make_learner(config: LaserConfig, client: reverb.Client, address: str, directory) -> MixedLearner:
+    return MixedLearner(config, client, address)

@@ -1,0 +1,44 @@
+"""Train LASER (Schmitt, Hessel & Simonyan 2020): IMPALA with a replay mixed into every batch.
+
+One machine (an in-process Reverb server, the learner, N actor processes):
+
+    python -m laser.train --preset minatar_laser --env minatar:breakout --frames 2e6
+    python -m laser.train --preset toy_laser --config_override replay_fraction=0.5
+
+Many machines: the roles of `impala.train` (`--role server|learner|actor`).
+
+Topology: actors write each unroll to `queue` and `replay`; the learner
+mixes B_online queued and B_replay replayed unrolls per batch and publishes
+`params` after every step (`laser.agent`). The replay is not checkpointed
+(10M observations would be a large checkpoint): a resumed run refills it.
+"""
+
+from __future__ import annotations
+
+from absl import flags
+
+from common import cli, launch
+from common.errors import UsageError
+from common.networks import check_fits_env
+from laser import agent
+from laser.config import PRESETS
+
+launch.define_flags("laser", PRESETS, "toy_laser")
+flags.adopt_module_key_flags(launch)
+FLAGS = flags.FLAGS
+
+AGENT = launch.Agent(
+    name="laser", module="laser.train", presets=PRESETS, default_preset="toy_laser", tables=agent.agent_tables,
+    validate=check_fits_env, learner=agent.make_learner, actor=agent.run_actor,
+)  # fmt: skip
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise UsageError(f"unexpected arguments {argv[1:]}; flags only (see --help)")
+    request, options = launch.from_flags(FLAGS)
+    launch.run(AGENT, request, options)
+
+
+if __name__ == "__main__":
+    cli.run(main)

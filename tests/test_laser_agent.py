@@ -1,0 +1,470 @@
+"""LASER's parts: the loss of Algorithm 1, the config, and the mixed batch on a real Reverb server.
+
+The loss is compared with a float64 reading of the formulas (eq. 8 as an O(T^2)
+sum, §4.3's beta_KL, the terms of IMPALA §4.2 with LASER's masks);
+`test_planted_bugs_fail_the_check` runs the same check on plausible wrong
+implementations, so the comparison cannot pass vacuously. The batches are read
+from a live server that actors' writers filled with unrolls numbered by their
+observations, so queue order and the fresh/replayed split are visible.
+"""
+
+import dataclasses
+import math
+import types
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import reverb
+import tensorflow as tf
+
+from common.errors import UsageError
+from common.reverb import server as reverb_server
+from impala import losses as impala_losses
+from impala import networks, trajectories
+from laser import agent, losses, trust_region
+from laser.config import PAPER_REPLAY_FRACTIONS, PRESETS
+from laser.learner import Learner
+
+TOY = PRESETS["toy_laser"]
+T, B, A = 6, 5, 3
+NUM_ONLINE = 2
+THRESHOLD = 0.3
+# (t, b) of steps whose behaviour is far from pi: in online and replayed unrolls,
+# mid-unroll (so the cut of the trace matters) and at t = 0.
+FAR = [(2, 0), (4, 1), (3, 2), (0, 3), (1, 4), (4, 4)]
+# A step where mu is far from pi but pi~_mu = pi: KL(pi || pi~) = 0 < b <= KL(pi || mu),
+# accepted by §4.3's criterion and rejected by a KL to mu itself.
+IMPLIED_EQUALS_PI = (3, 3)
+
+
+# Float64 reference. -----------------------------------------------------------
+
+
+def log_softmax(x):
+    x = np.asarray(x, np.float64)
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def reference_kl(target_logits, behaviour_logits, rho_bar=1.0):
+    """§4.3: KL(pi || pi~_mu), pi~_mu(a) = min(rho_bar mu(a), pi(a)) / sum_b min(rho_bar mu(b), pi(b)) (eq. 9)."""
+    pi, mu = np.exp(log_softmax(target_logits)), np.exp(log_softmax(behaviour_logits))
+    implied = np.minimum(rho_bar * mu, pi)
+    implied /= implied.sum(-1, keepdims=True)
+    return np.sum(pi * (np.log(pi) - np.log(implied)), -1)
+
+
+def reference_targets(log_rhos, discounts, rewards, values, bootstrap_value, lambdas, rho_bar=1.0, c_bar=1.0):
+    """Eq. (8) as the O(T^2) sum, not a recursion:
+
+    v_s = V(x_s) + sum_{t>=s} (prod_{i=s}^{t-1} gamma_i lambda_i c_i) lambda_t rho_t delta_t,
+    delta_t = r_t + gamma_t V(x_{t+1}) - V(x_t).
+    """
+    steps, batch = log_rhos.shape
+    rhos, cs = np.minimum(rho_bar, np.exp(log_rhos)), np.minimum(c_bar, np.exp(log_rhos))
+    next_values = np.concatenate([values[1:], bootstrap_value[None]])
+    vs = np.zeros((steps, batch))
+    for b in range(batch):
+        for s in range(steps):
+            total = values[s, b]
+            for t in range(s, steps):
+                trace = np.prod([discounts[i, b] * lambdas[i, b] * cs[i, b] for i in range(s, t)])
+                delta = rewards[t, b] + discounts[t, b] * next_values[t, b] - values[t, b]
+                total += trace * lambdas[t, b] * rhos[t, b] * delta
+            vs[s, b] = total
+    return vs
+
+
+def reference_loss(x, num_online, threshold, baseline_cost, entropy_cost, cut_traces=True, online_entropy=True):
+    """Algorithm 1's loss, summed: pg and baseline on accepted steps, entropy on the online unrolls."""
+    log_pi_all, log_mu_all = log_softmax(x["target_logits"]), log_softmax(x["behaviour_logits"])
+    actions = x["actions"][..., None]
+    log_pi = np.take_along_axis(log_pi_all, actions, -1)[..., 0]
+    log_rhos = log_pi - np.take_along_axis(log_mu_all, actions, -1)[..., 0]
+    kl = reference_kl(x["target_logits"], x["behaviour_logits"])
+    mask = (kl < threshold).astype(np.float64) if threshold is not None else np.ones_like(kl)
+    lambdas = mask if cut_traces else np.ones_like(mask)
+    values, bootstrap = x["values"], x["bootstrap_value"]
+    vs = reference_targets(log_rhos, x["discounts"], x["rewards"], values, bootstrap, lambdas)
+    next_vs = np.concatenate([vs[1:], bootstrap[None]])
+    pg_rho = np.minimum(1.0, np.exp(log_rhos))
+    pg = -np.sum(mask * pg_rho * log_pi * (x["rewards"] + x["discounts"] * next_vs - values))
+    baseline = np.sum(mask * 0.5 * (vs - values) ** 2)
+    online = np.zeros_like(mask)
+    online[:, :num_online] = 1.0
+    entropy_mask = online if online_entropy else np.ones_like(online)
+    entropies = -np.sum(np.exp(log_pi_all) * log_pi_all, -1)
+    replayed = 1.0 - online
+    return {
+        "loss": pg + baseline_cost * baseline - entropy_cost * np.sum(entropies * entropy_mask),
+        "pg_loss": pg,
+        "baseline_loss": baseline,
+        "entropy": np.sum(entropies * entropy_mask) / entropy_mask.sum(),
+        "mean_rho": np.mean(np.exp(log_rhos)),
+        "accepted": mask.mean(),
+        "replay_accepted": np.sum(mask * replayed) / max(replayed.sum(), 1.0),
+        "mean_kl": kl.mean(),
+    }
+
+
+def loss_inputs(seed=0):
+    """[T, B] inputs; behaviour near pi except at FAR (large KL) and IMPLIED_EQUALS_PI."""
+    rng = np.random.default_rng(seed)
+    target = rng.standard_normal((T, B, A))
+    behaviour = target + 0.3 * rng.standard_normal((T, B, A))
+    for t, b in FAR:
+        target[t, b], behaviour[t, b] = [4.0, 0.0, 0.0], [-4.0, 0.0, 0.0]
+    t, b = IMPLIED_EQUALS_PI
+    target[t, b], behaviour[t, b] = [0.0, 0.0, -30.0], [0.0, 0.0, 0.0]
+    discounts = np.full((T, B), 0.9)
+    discounts[1, 1] = discounts[4, 2] = 0.0  # Episode ends inside the unrolls.
+    return {
+        "behaviour_logits": behaviour,
+        "target_logits": target,
+        "actions": rng.integers(A, size=(T, B)),
+        "discounts": discounts,
+        "rewards": rng.standard_normal((T, B)),
+        "values": rng.standard_normal((T, B)),
+        "bootstrap_value": rng.standard_normal(B),
+    }
+
+
+def call(fn, x, jit=False, **kwargs):
+    tensors = {k: tf.constant(v, tf.int32 if k == "actions" else tf.float32) for k, v in x.items()}
+    if jit:  # As the learner runs it.
+        return tf.function(lambda t: fn(**t, **kwargs), jit_compile=True)(tensors)
+    return fn(**tensors, **kwargs)
+
+
+LOSS_KWARGS = {"num_online": NUM_ONLINE, "baseline_cost": 0.5, "entropy_cost": 0.01}
+
+
+def check_loss(x, jit=False, **expected_kwargs):
+    """laser_loss(b = THRESHOLD) against the reference, every output."""
+    out = call(losses.laser_loss, x, jit, trust_region_threshold=THRESHOLD, **LOSS_KWARGS)
+    expected = reference_loss(x, NUM_ONLINE, THRESHOLD, 0.5, 0.01, **expected_kwargs)
+    for name, value in expected.items():
+        assert float(getattr(out, name)) == pytest.approx(value, rel=1e-4, abs=1e-5), name
+
+
+def test_the_inputs_reject_some_steps_of_both_kinds_of_unroll():
+    x = loss_inputs()
+    kl = reference_kl(x["target_logits"], x["behaviour_logits"])
+    rejected = kl >= THRESHOLD
+    assert sorted(zip(*np.nonzero(rejected))) == sorted(FAR)
+    assert rejected[:, :NUM_ONLINE].any() and rejected[:, NUM_ONLINE:].any() and not rejected.all()
+    assert np.min(np.abs(kl - THRESHOLD)) > 0.05  # No step on the edge of float32 rounding.
+    # The implied-policy step: KL(pi || mu) would reject it, KL(pi || pi~_mu) does not.
+    t, b = IMPLIED_EQUALS_PI
+    log_pi, log_mu = log_softmax(x["target_logits"][t, b]), log_softmax(x["behaviour_logits"][t, b])
+    assert kl[t, b] < 1e-6 and np.sum(np.exp(log_pi) * (log_pi - log_mu)) > THRESHOLD
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_loss_matches_algorithm_1_with_the_trust_region(jit):
+    check_loss(loss_inputs(), jit)
+
+
+def test_rejected_steps_carry_no_value_or_policy_gradient_signal():
+    """At a rejected step v_s = V(x_s) and the advantage is 0 (eq. 8), so its loss terms vanish."""
+    x = loss_inputs()
+    log_rhos = np.zeros((T, B))
+    mask = np.ones((T, B))
+    for t, b in FAR:
+        mask[t, b] = 0.0
+    targets = trust_region.vtrace(
+        *(tf.constant(v, tf.float32) for v in (log_rhos, x["discounts"], x["rewards"], x["values"])),
+        tf.constant(x["bootstrap_value"], tf.float32), tf.constant(mask, tf.float32),
+    )  # fmt: skip
+    rejected = mask == 0
+    np.testing.assert_allclose(targets.vs.numpy()[rejected], x["values"][rejected], rtol=1e-6)
+    assert np.all(targets.pg_advantages.numpy()[rejected] == 0.0)
+
+
+def test_without_the_trust_region_it_is_impalas_loss_with_online_entropy():
+    x = loss_inputs()
+    out = call(losses.laser_loss, x, trust_region_threshold=None, **LOSS_KWARGS)
+    online = losses.online_mask(T, NUM_ONLINE, B)
+    expected = call(
+        impala_losses.vtrace_actor_critic_loss, x, baseline_cost=0.5, entropy_cost=0.01, entropy_mask=online
+    )
+    for name, value in expected._asdict().items():
+        assert float(getattr(out, name)) == pytest.approx(float(value), rel=1e-6, abs=1e-7), name
+    assert float(out.accepted) == 1.0 and float(out.replay_accepted) == 1.0
+    # The reference agrees, and an infinite threshold (nothing rejected) takes the trust-region path to the same loss.
+    reference = reference_loss(x, NUM_ONLINE, None, 0.5, 0.01)
+    everything = call(losses.laser_loss, x, trust_region_threshold=math.inf, **LOSS_KWARGS)
+    for name in ("loss", "pg_loss", "baseline_loss", "entropy"):
+        assert float(getattr(out, name)) == pytest.approx(reference[name], rel=1e-4, abs=1e-5), name
+        assert float(getattr(everything, name)) == pytest.approx(float(getattr(out, name)), rel=1e-5), name
+
+
+def test_online_mask_marks_the_first_unrolls():
+    np.testing.assert_array_equal(losses.online_mask(2, 3, 5).numpy(), [[1, 1, 1, 0, 0]] * 2)
+    np.testing.assert_array_equal(losses.online_mask(2, 0, 3).numpy(), np.zeros((2, 3)))
+
+
+def test_planted_bugs_fail_the_check(monkeypatch):
+    x = loss_inputs()
+    # The reference's own variants are told apart: the trace cut and the entropy's mask matter here.
+    with pytest.raises(AssertionError):
+        check_loss(x, cut_traces=False)
+    with pytest.raises(AssertionError):
+        check_loss(x, online_entropy=False)
+
+    def planted(module, name, replacement):
+        with monkeypatch.context() as patch:
+            patch.setattr(module, name, replacement)
+            with pytest.raises(AssertionError):
+                check_loss(x)
+
+    # Entropy over every unroll, replayed ones included.
+    planted(losses, "online_mask", lambda steps, num_online, batch: tf.ones((steps, batch)))
+    # The targets ignore the trust region: plain V-trace on the mixed batch.
+    vtrace = trust_region.vtrace
+    planted(trust_region, "vtrace", lambda *args: vtrace(*args[:5], tf.ones_like(args[5]), *args[6:]))
+
+    # Algorithm 1's literal KL(pi || mu) instead of §4.3's KL(pi || pi~_mu).
+    def kl_to_mu(target_logits, behaviour_logits, rho_bar):
+        log_pi, log_mu = tf.nn.log_softmax(target_logits), tf.nn.log_softmax(behaviour_logits)
+        return tf.reduce_sum(tf.exp(log_pi) * (log_pi - log_mu), -1)
+
+    planted(trust_region, "kl_to_implied", kl_to_mu)
+    check_loss(x)  # Unpatched again.
+
+
+# Config. ----------------------------------------------------------------------
+
+# (replay_fraction, batch_size) -> (B_online, B_replay), by hand from round(B (1 - f)).
+BATCHES = {
+    (0.0, 8): (8, 0),
+    (0.5, 8): (4, 4),
+    (0.75, 8): (2, 6),
+    (0.875, 8): (1, 7),
+    (1.0, 8): (0, 8),
+    (0.875, 16): (2, 14),
+    (0.96, 128): (5, 123),  # §5.1's 96%: 0.96 of 8 would round to 0 online.
+    (0.96, 64): (3, 61),  # 2.56 online: rounded, not truncated.
+}
+
+
+def laser_config(fraction, batch_size, **fields):
+    fields = {"unroll_length": 2, "queue_size": 256, "replay_capacity": 2000, **fields}
+    return dataclasses.replace(TOY, replay_fraction=fraction, batch_size=batch_size, **fields)
+
+
+def test_every_paper_fraction_has_a_batch_size_here():
+    assert {fraction for fraction, _ in BATCHES} == set(PAPER_REPLAY_FRACTIONS)
+
+
+@pytest.mark.parametrize("fraction, batch_size", list(BATCHES))
+def test_batch_composition(fraction, batch_size):
+    config = laser_config(fraction, batch_size)
+    online, replayed = BATCHES[fraction, batch_size]
+    assert (config.online_batch_size, config.replay_batch_size) == (online, replayed)
+    assert online == round(batch_size * (1 - fraction))
+    assert config.dequeued_per_step == max(online, 1)
+
+
+def test_presets_batches():
+    assert (PRESETS["atari_laser"].online_batch_size, PRESETS["atari_laser"].replay_batch_size) == (5, 123)
+    assert (PRESETS["minatar_laser"].online_batch_size, PRESETS["minatar_laser"].replay_batch_size) == (2, 14)
+    assert (TOY.online_batch_size, TOY.replay_batch_size) == (2, 14)
+    assert all(p.trust_region and p.correction == "vtrace" for p in PRESETS.values())
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"replay_fraction": -0.1}, "replay_fraction=-0.1: must be in [0, 1]"),
+        ({"replay_fraction": 1.5}, "replay_fraction=1.5: must be in [0, 1]"),
+        ({"trust_region_threshold": -1.0}, "trust_region_threshold=-1.0: must be >= 0"),
+        ({"replay_capacity": 13 * 9}, "hold 13 unrolls of unroll_length=9, fewer than a replay batch of 14"),
+        ({"batch_size": 8, "replay_fraction": 0.96}, "rounds to 0 online and 8 replayed"),
+        ({"replay_fraction": 0.02}, "rounds to 16 online and 0 replayed"),
+        ({"correction": "none"}, "correction='none' with trust_region=True"),
+        ({"correction": "epsilon"}, "use correction=vtrace or trust_region=False"),
+        ({"min_replay_size": 30_000}, "min_replay_size=30000 exceeds replay_capacity=20000"),
+        ({"min_replay_size": 65 * 9}, "exceed queue_size=64 unrolls"),
+    ],
+)
+def test_impossible_configs_are_one_line_usage_errors(fields, message):
+    with pytest.raises(UsageError) as error:
+        dataclasses.replace(TOY, **fields)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_edge_configs_are_accepted():
+    dataclasses.replace(TOY, replay_capacity=14 * 9)  # Exactly one replay batch.
+    dataclasses.replace(TOY, min_replay_size=64 * 9)  # Exactly the queue.
+    dataclasses.replace(TOY, trust_region=False, correction="none")
+    dataclasses.replace(TOY, trust_region_threshold=0.0)
+    no_replay = dataclasses.replace(TOY, replay_fraction=0.0, replay_capacity=1)  # No replay: capacity unused.
+    assert no_replay.replay_batch_size == 0
+
+
+# Batches on a live Reverb server. -----------------------------------------------
+
+
+@pytest.fixture
+def serve():
+    """serve(config) -> (client, address) of a server with the agent's tables; stopped afterwards."""
+    servers = []
+
+    def make(config):
+        servers.append(reverb_server.make_server(agent.agent_tables(config)))
+        address = f"localhost:{servers[-1].port}"
+        return reverb.Client(address), address
+
+    yield make
+    for server in servers:
+        server.stop()
+
+
+NUMBERED_SPEC = trajectories.step_spec((1,), tf.float32, A)
+
+
+def write_numbered_unrolls(client, config, count):
+    """`count` unrolls of one env as an actor writes them; step t's observation is t, so unroll k starts at k T."""
+    T = config.unroll_length
+    adder = trajectories.unroll_adder(client, NUMBERED_SPEC, 1, T, agent.actor_tables(config))
+    for t in range(count * T + 1):
+        adder.append({
+            "observation": np.full((1, 1), t), "first": np.array([t == 0]), "action": np.zeros(1),
+            "behaviour_logits": np.zeros((1, A)), "reward": np.zeros(1), "terminal": np.zeros(1, bool),
+            "episode_return": np.full(1, np.nan), "episode_length": np.zeros(1),
+        })  # fmt: skip
+    adder.close()
+
+
+def unroll_numbers(unrolls, T):
+    """Each unroll's number k, after checking it holds steps kT..kT+T of one stream."""
+    observations = unrolls["observation"].numpy()[..., 0]
+    assert observations.shape[1] == T + 1
+    np.testing.assert_array_equal(np.diff(observations, axis=1), 1.0)
+    assert np.all(observations[:, 0] % T == 0)
+    return (observations[:, 0] // T).astype(int).tolist()
+
+
+def batch_generator(config, address):
+    """`MixedLearner.batches` without a network: it reads only these attributes."""
+    holder = types.SimpleNamespace(
+        config=config, spec=NUMBERED_SPEC, _address=address, queue_table=agent.queue_table(config)
+    )
+    return agent.MixedLearner.batches(holder)
+
+
+@pytest.mark.parametrize("fraction, batch_size", list(BATCHES))
+def test_batches_are_fresh_unrolls_in_queue_order_then_replayed_ones(serve, fraction, batch_size):
+    config = laser_config(fraction, batch_size)
+    online, replayed, dequeued = config.online_batch_size, config.replay_batch_size, config.dequeued_per_step
+    client, address = serve(config)
+    steps = 3
+    count = batch_size + steps * dequeued
+    write_numbered_unrolls(client, config, count)
+    info = client.server_info()
+    assert info[agent.queue_table(config)].current_size == count
+    if replayed:  # The actors' one write reaches both tables.
+        assert info[agent.REPLAY_TABLE].current_size == count
+    else:
+        assert agent.REPLAY_TABLE not in info
+    batches = batch_generator(config, address)
+    for step in range(steps):
+        fresh, sampled = next(batches)
+        assert unroll_numbers(fresh, config.unroll_length) == list(range(step * dequeued, (step + 1) * dequeued))
+        if not replayed:
+            assert sampled is None
+        else:
+            assert set(unroll_numbers(sampled, config.unroll_length)) <= set(range(count))
+            assert sampled["observation"].shape[0] == replayed
+        mixed = agent.mix(fresh, sampled, online)
+        numbers = unroll_numbers(mixed, config.unroll_length)
+        assert len(numbers) == batch_size
+        assert numbers[:online] == unroll_numbers(fresh, config.unroll_length)[:online]
+        if replayed:
+            assert numbers[online:] == unroll_numbers(sampled, config.unroll_length)
+        for name in mixed:  # Every field is cut the same way.
+            assert mixed[name].shape[:2] == (batch_size, config.unroll_length + 1), name
+    if fraction == 1.0:  # Pure replay: one fresh unroll a step still leaves the queue.
+        assert dequeued == 1 and online == 0
+    assert client.server_info()[agent.queue_table(config)].current_size <= count - steps * dequeued
+
+
+def test_a_fresh_batch_waits_for_the_replay_and_is_not_dropped(serve):
+    config = laser_config(0.875, 8)  # 1 online + 7 replayed; sampling starts at 7 replayed unrolls.
+    client, address = serve(config)
+    write_numbered_unrolls(client, config, 3)
+    batches = batch_generator(config, address)
+    assert next(batches) is None  # The replay cannot serve a batch yet.
+    write_numbered_unrolls(client, config, 10)  # Another stream, numbered from 0 again: the first 3 come first.
+    # More Nones may come (the queue's reader timed out while the generator waited); no unroll is lost.
+    pairs = [pair for pair in (next(batches) for _ in range(8)) if pair is not None]
+    numbers = [unroll_numbers(fresh, config.unroll_length) for fresh, _ in pairs]
+    assert numbers[:5] == [[0], [1], [2], [0], [1]]
+
+
+# The learner. -------------------------------------------------------------------
+
+CATCH = gym.spaces.Box(0, 1, (10, 5, 1), np.uint8)
+
+
+def write_catch_unrolls(client, config, spec, count):
+    """Catch-shaped unrolls; unroll k holds one finished episode of return k at its step 4."""
+    T = config.unroll_length
+    adder = trajectories.unroll_adder(client, spec, 1, T, agent.actor_tables(config))
+    for t in range(count * T + 1):
+        ended = t % T == 4
+        adder.append({
+            "observation": np.zeros((1, *CATCH.shape)), "first": np.array([t % T == 5]), "action": np.full(1, t % A),
+            "behaviour_logits": np.zeros((1, A)), "reward": np.full(1, float(ended)), "terminal": np.array([ended]),
+            "episode_return": np.full(1, t // T if ended else np.nan), "episode_length": np.full(1, t if ended else 0),
+        })  # fmt: skip
+    adder.close()
+
+
+@pytest.mark.parametrize("fraction", [0.875, 1.0, 0.0])
+def test_mixed_learner_counts_fresh_frames_and_episodes_only(serve, fraction):
+    config = dataclasses.replace(TOY, replay_fraction=fraction)
+    client, address = serve(config)
+    learner = agent.MixedLearner(config, client, address)
+    learner.start()
+    dequeued = config.dequeued_per_step
+    write_catch_unrolls(client, config, learner.spec, 2 * config.batch_size)
+    for step in range(1, 3):
+        result = learner.step()
+        assert learner.frames == step * dequeued * config.unroll_length * config.frames_per_step
+        assert learner.steps == step
+        # Episodes come from the fresh unrolls alone: a replayed one was counted when it was fresh.
+        first = (step - 1) * dequeued
+        assert result.episodes == [(float(k), k * config.unroll_length + 4) for k in range(first, first + dequeued)]
+        assert np.isfinite(result.metrics["loss"]) and 0.0 <= result.metrics["replay_accepted"] <= 1.0
+    progress = learner.progress()
+    if config.replay_batch_size:
+        assert progress["replay"] == 2 * config.batch_size and "accepted" in progress
+    else:
+        assert "replay" not in progress
+
+
+def random_batch(config, rng):
+    batch_size, length = config.batch_size, config.unroll_length + 1
+    return {
+        "observation": tf.constant(rng.integers(0, 2, (batch_size, length, *CATCH.shape)), tf.uint8),
+        "first": tf.constant(rng.random((batch_size, length)) < 0.1),
+        "action": tf.constant(rng.integers(A, size=(batch_size, length)), tf.int32),
+        "behaviour_logits": tf.constant(rng.standard_normal((batch_size, length, A)), tf.float32),
+        "reward": tf.constant(rng.standard_normal((batch_size, length)), tf.float32),
+        "terminal": tf.constant(rng.random((batch_size, length)) < 0.1),
+    }
+
+
+@pytest.mark.parametrize("fraction, batch_size", [(0.875, 16), (1.0, 8), (0.5, 8), (0.96, 128)])
+def test_learner_step_adds_the_fresh_frames_only(fraction, batch_size):
+    config = dataclasses.replace(TOY, replay_fraction=fraction, batch_size=batch_size, queue_size=256)
+    learner = Learner(config, networks.make(config, CATCH, A))
+    rng = np.random.default_rng(0)
+    learner.build(random_batch(config, rng))
+    for _ in range(3):
+        metrics = learner.step(random_batch(config, rng))
+    assert learner.frame_count == 3 * config.dequeued_per_step * config.unroll_length
+    assert {"accepted", "replay_accepted", "mean_kl"} <= set(metrics)

@@ -1,0 +1,104 @@
+"""LASER end to end, through the CLI as a user runs it.
+
+Learning is asserted on the return, never on the time: the toy preset (87.5%
+replay, the trust region) learns Catch, and its run evaluates. Bad input is one
+line, exit 2, and leaves no run directory behind; a resume that would change
+the replay fraction is refused and changes nothing.
+"""
+
+import csv
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+TRAIN = [sys.executable, "-m", "laser.train"]
+EVALUATE = [sys.executable, "-m", "laser.evaluate"]
+FRAMES = 40_000  # A manual run reached a mean return of 1.0 by ~26K frames.
+
+
+def run(*args, module=TRAIN, timeout=600):
+    return subprocess.run([*module, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def assert_one_line_error(result, *fragments):
+    lines = [line for line in result.stderr.splitlines() if "error" in line]
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def snapshot(directory: pathlib.Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "overrides, fragment",
+    [
+        (["replay_fraction=-0.1"], "replay_fraction=-0.1: must be in [0, 1]"),
+        (["replay_fraction=1.5"], "replay_fraction=1.5: must be in [0, 1]"),
+        (["trust_region_threshold=-1"], "trust_region_threshold=-1"),
+        (["replay_capacity=117"], "fewer than a replay batch of 14"),  # 13 unrolls of 9 steps.
+        (["batch_size=8", "replay_fraction=0.96"], "rounds to 0 online and 8 replayed"),
+        (["replay_fraction=0.02"], "rounds to 16 online and 0 replayed"),
+        (["correction=none"], "with trust_region=True"),
+        (["min_replay_size=30000"], "exceeds replay_capacity=20000"),
+        (["min_replay_size=1000"], "exceed queue_size=64 unrolls"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, overrides, fragment):
+    flags = [f"--config_override={override}" for override in overrides]
+    result = run("--preset=toy_laser", f"--run_dir={tmp_path / 'run'}", *flags, timeout=120)
+    assert_one_line_error(result, fragment)
+    assert not (tmp_path / "run").exists()  # A refused start leaves nothing behind.
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("runs") / "toy_laser"
+    result = run("--preset=toy_laser", f"--run_dir={directory}", f"--frames={FRAMES}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return directory
+
+
+@pytest.mark.slow
+def test_learns_catch_with_replay_and_the_trust_region(trained):
+    config = json.loads((trained / "config.json").read_text())
+    assert config["replay_fraction"] == 0.875 and config["trust_region"] is True
+    final = json.loads((trained / "final.json").read_text())
+    assert final["frames"] >= FRAMES
+    with open(trained / "episodes.csv") as file:
+        returns = [float(row["episode_return"]) for row in csv.DictReader(file)]
+    assert len(returns) > 1000
+    assert np.mean(returns[-100:]) >= 0.6  # Random play scores about -0.6.
+    # Episodes are counted from fresh unrolls only: Catch's episodes are 9 steps, so about one per 9 frames.
+    assert final["episodes"] == pytest.approx(final["frames"] / 9, rel=0.05)
+
+
+@pytest.mark.slow
+def test_evaluate_writes_its_result(trained, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(trained, copy)
+    result = run(str(copy), "--episodes=20", module=EVALUATE, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (path,) = copy.glob("eval_step*.json")
+    saved = json.loads(path.read_text())
+    assert saved["episodes"] == 20 and saved["mean_return"] >= 0.5  # Sampling from pi, as in training.
+    assert path.name == f"eval_step{saved['checkpoint_step']}.json"
+
+
+@pytest.mark.slow
+def test_resume_refuses_a_changed_replay_fraction(trained, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(trained, copy)
+    before = snapshot(copy)
+    result = run(f"--run_dir={copy}", "--resume", "--config_override=replay_fraction=0.5", timeout=120)
+    assert_one_line_error(result, "replay_fraction would change", "may change only")
+    assert snapshot(copy) == before
