@@ -15,6 +15,7 @@ import reverb
 import tensorflow as tf
 
 from common.reverb import variables as reverb_variables
+from common.reverb.tables import PARAMS
 from impala.networks import ActorCritic
 from impala.trajectories import QUEUE_ONLY, unroll_adder
 
@@ -30,8 +31,10 @@ class Actor:
         seed: int,
         jit: bool,
         tables: Mapping[str, float] = QUEUE_ONLY,
+        params_table: str = PARAMS,
     ):
         self._network, self._env, self._client = network, env, client
+        self._params_table = params_table
         self._length = unroll_length
         self._writer = unroll_adder(client, spec, env.num_envs, unroll_length, tables)
         self._seed = seed
@@ -53,7 +56,7 @@ class Actor:
         t = 0
         while num_unrolls is None or t < num_unrolls * self._length + 1:
             if t % self._length == 0:
-                reverb_variables.assign(variables, reverb_variables.fetch(self._client))
+                reverb_variables.assign(variables, reverb_variables.fetch(self._client, self._params_table))
             action, logits, next_state = self._policy(observation, first, state, tf.constant([self._seed, t]))
             action = action.numpy()
             next_observation, reward, terminated, truncated, info = self._env.step(action)

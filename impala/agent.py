@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from common import envs, loop
 from common.reverb import variables as reverb_variables
+from common.reverb.tables import PARAMS
 from impala import networks, trajectories
 from impala.actor import Actor
 from impala.config import ImpalaConfig
@@ -37,13 +38,18 @@ def build_agent(config: ImpalaConfig) -> tuple[networks.ActorCritic, dict[str, t
 
 
 def run_actor(
-    config: ImpalaConfig, client: reverb.Client, seed: int, tables: Mapping[str, float] = trajectories.QUEUE_ONLY
+    config: ImpalaConfig,
+    client: reverb.Client,
+    seed: int,
+    tables: Mapping[str, float] = trajectories.QUEUE_ONLY,
+    params_table: str = PARAMS,
 ) -> None:
-    """Acts forever, writing each unroll once into `tables` ({name: priority})."""
+    """Acts forever with parameters from `params_table`, writing each unroll once into `tables` ({name: priority})."""
     env = envs.make_batched(config.env, config.envs_per_actor, seed=seed, **dict(config.env_options))
     network, spec = build_agent(config)
     jit = networks.xla_compiles_network(config.xla)
-    Actor(network, spec, env, client, config.unroll_length, seed=seed, jit=jit, tables=tables).run()
+    actor = Actor(network, spec, env, client, config.unroll_length, seed, jit, tables=tables, params_table=params_table)
+    actor.run()
 
 
 class QueueLearner:
@@ -54,6 +60,7 @@ class QueueLearner:
     """
 
     learner_class = Learner
+    queue_table, params_table = trajectories.QUEUE_TABLE, PARAMS
 
     def __init__(self, config: ImpalaConfig, client: reverb.Client, address: str, strategy=None):
         with variable_scope(strategy):
@@ -70,7 +77,9 @@ class QueueLearner:
 
     def batches(self) -> Iterator[dict[str, tf.Tensor] | None]:
         c = self.config
-        return trajectories.batches(self._address, self.spec, c.unroll_length, c.batch_size, SAMPLE_WAIT_MS)
+        return trajectories.batches(
+            self._address, self.spec, c.unroll_length, c.batch_size, SAMPLE_WAIT_MS, self.queue_table
+        )
 
     def state(self) -> dict:
         return {"learner": self.learner}
@@ -92,10 +101,10 @@ class QueueLearner:
 
     def _publish(self) -> None:
         """The parameters, for the actors' next unrolls."""
-        reverb_variables.publish(self._client, self.network.trainable_variables)
+        reverb_variables.publish(self._client, self.network.trainable_variables, self.params_table)
 
     def progress(self) -> dict[str, float]:
-        return {"queue": self._client.server_info()[trajectories.QUEUE_TABLE].current_size}
+        return {"queue": self._client.server_info()[self.queue_table].current_size}
 
     def save_extra(self) -> None:
         """The queue is transient: nothing outside the checkpoint to keep."""

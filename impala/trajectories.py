@@ -58,9 +58,16 @@ def unroll_adder(
     return adders.SequenceAdder(client, spec, num_envs, unroll_length + 1, unroll_length, dict(tables))
 
 
-def batches(address: str, spec: dict[str, tf.TensorSpec], unroll_length: int, batch_size: int, wait_ms: int):
-    """Batches of B unrolls, each field [B, T + 1, ...]; None after `wait_ms` without data."""
-    return datasets.batches(address, QUEUE_TABLE, spec, unroll_length + 1, batch_size, wait_ms)
+def batches(
+    address: str,
+    spec: dict[str, tf.TensorSpec],
+    unroll_length: int,
+    batch_size: int,
+    wait_ms: int,
+    table: str = QUEUE_TABLE,
+):
+    """Batches of B unrolls from `table`, each field [B, T + 1, ...]; None after `wait_ms` without data."""
+    return datasets.batches(address, table, spec, unroll_length + 1, batch_size, wait_ms)
 
 
 def finished_episodes(batch: dict[str, np.ndarray]) -> list[tuple[float, int]]:

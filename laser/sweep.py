@@ -1,0 +1,214 @@
+"""A hyper-parameter sweep of LASER agents sharing one replay (LASER §5.1, §5.4).
+
+    python -m laser.sweep --preset minatar_laser --env minatar:breakout --frames 1e6
+    python -m laser.sweep --sweep_dir runs/laser_sweep/X --resume            # continue it
+    python -m laser.sweep --preset toy_laser --agents 2 --config_override trust_region=false
+
+Members take the learning rate and entropy cost of the preset times
+{1/2, 1, 2} each: 9 agents (Atari: {3e-4, 6e-4, 1.2e-3} x {5e-3, 1e-2, 2e-2}),
+or the first `--agents` of them, centre first. Each member has its own seed,
+network, queue and parameter table; all write every unroll to one replay
+table on one Reverb server and sample from it uniformly (§5.1).
+
+One machine: this process runs the Reverb server and starts, per member, a
+learner process (`laser.train --role learner`, its own run directory under
+the sweep's) and `--actors` actor processes. Many machines: run the same
+roles by hand against one `--role server`, e.g. with the sweep's configs:
+
+    python -m laser.sweep --preset P --write_configs_only --sweep_dir D   # D/configs/member_<i>.json, D/tables.txt
+    python -m laser.sweep --role server --sweep_dir D --port 8000         # machine A: every member's tables
+    python -m laser.train --role learner --config D/configs/member_0.json --replay_address A:8000 --run_dir D/member_0
+    python -m laser.train --role actor --config D/configs/member_0.json --replay_address A:8000 --actor_id 0
+
+The replay is not checkpointed: a resumed sweep refills it.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+from absl import flags
+
+from common import cli, launch
+from common import config as config_lib
+from common.errors import UsageError
+from common.networks import check_fits_env
+from common.reverb import server as reverb_server
+from laser import agent
+from laser.config import MAX_SWEEP, PRESETS, LaserConfig, sweep_members
+
+flags.DEFINE_enum("role", "all", ["all", "server"], "all: the whole sweep here; server: only its Reverb server.")
+flags.DEFINE_enum("preset", "minatar_laser", list(PRESETS), "The members' base preset (laser/config.py).")
+flags.DEFINE_string("env", None, "Env spec overriding the preset's.")
+flags.DEFINE_float("frames", None, "Frame budget of each member (total_frames); with --resume, extends them.")
+flags.DEFINE_integer("seed", None, "Base seed; member i uses seed + i.")
+flags.DEFINE_integer("agents", MAX_SWEEP, f"Members, 1 to {MAX_SWEEP} (the lr x entropy grid).")
+flags.DEFINE_integer("actors", None, "Actor processes per member (num_actors).")
+flags.DEFINE_multi_string("config_override", [], "Config field NAME=VALUE for every member; repeat for more.")
+flags.DEFINE_multi_string("env_option", [], "Training env option NAME=VALUE; repeat for more.")
+flags.DEFINE_string("sweep_dir", None, "Sweep directory (default runs/laser_sweep/<preset>_<env>_s<seed>).")
+flags.DEFINE_bool("resume", False, "Continue the sweep in --sweep_dir with its own configs.")
+flags.DEFINE_bool("write_configs_only", False, "Write the members' configs and table names, then exit.")
+flags.DEFINE_integer("port", None, "Port of the Reverb server (default: any free port).")
+FLAGS = flags.FLAGS
+
+
+def config_path(directory: pathlib.Path, member: int) -> pathlib.Path:
+    return directory / "configs" / f"member_{member}.json"
+
+
+def requested_members(directory: pathlib.Path) -> tuple[list[LaserConfig], bool]:
+    """The members of a new sweep from the flags, or of the saved one; and whether it was saved."""
+    saved = sorted((directory / "configs").glob("member_*.json"), key=lambda p: int(p.stem.split("_")[1]))
+    if FLAGS.resume or (FLAGS.role == "server" and saved):
+        if not saved:
+            raise UsageError(f"--resume: {directory} holds no sweep (no configs/member_<i>.json)")
+        changed = [name for name in ("preset", "env", "seed", "agents", "config_override", "env_option")
+                   if FLAGS[name].present]  # fmt: skip
+        if changed:
+            raise UsageError(
+                f"--resume runs the sweep's saved configs; --{changed[0]} cannot change (only --frames, --actors)"
+            )
+        configs = [config_lib.load(LaserConfig, path, "the sweep's") for path in saved]
+        request = config_lib.Request(
+            frames=FLAGS.frames if FLAGS["frames"].present else None,
+            actors=FLAGS.actors if FLAGS["actors"].present else None,
+        )  # fmt: skip
+        return [dataclasses.replace(c, **config_lib.requested_fields(request, c)) for c in configs], True
+    if saved:
+        raise UsageError(f"sweep directory {directory} already exists; pass --resume to continue it")
+    request = config_lib.Request(
+        preset=FLAGS.preset, env=FLAGS.env, frames=FLAGS.frames, actors=FLAGS.actors, seed=FLAGS.seed,
+        overrides=tuple(FLAGS.config_override), env_options=tuple(FLAGS.env_option),
+    )  # fmt: skip
+    base = config_lib.resolve(PRESETS, FLAGS.preset, request, "laser config")
+    if base.sweep_member != -1:
+        raise UsageError("sweep_member is set by laser.sweep for each member; do not override it")
+    check_fits_env(base)
+    return sweep_members(base, FLAGS.agents), False
+
+
+def write_configs(directory: pathlib.Path, configs: list[LaserConfig]) -> None:
+    """Each member's config (for its learner and actors) and the server's table names."""
+    (directory / "configs").mkdir(parents=True, exist_ok=True)
+    for config in configs:
+        config_path(directory, config.sweep_member).write_text(config_lib.to_json(config) + "\n")
+    (directory / "tables.txt").write_text("\n".join(t.name for t in agent.sweep_tables(configs)) + "\n")
+
+
+def member_command(config: LaserConfig, config_path: pathlib.Path, run: pathlib.Path, address: str) -> list[str]:
+    command = [sys.executable, "-m", "laser.train", "--role=learner", f"--replay_address={address}", f"--run_dir={run}"]
+    if (run / "config.json").exists():
+        return [*command, "--resume", f"--frames={config.total_frames}", f"--actors={config.num_actors}"]
+    return [*command, f"--config={config_path}"]
+
+
+def summarise(directory: pathlib.Path, configs: list[LaserConfig]) -> list[dict]:
+    rows = []
+    for config in configs:
+        run = directory / f"member_{config.sweep_member}"
+        returns = []
+        if (run / "episodes.csv").exists():
+            with open(run / "episodes.csv", newline="") as f:
+                returns = [float(r["episode_return"]) for r in csv.DictReader(f)]
+        final = json.loads((run / "final.json").read_text()) if (run / "final.json").exists() else {}
+        rows.append({
+            "member": config.sweep_member, "learning_rate": config.learning_rate, "entropy_cost": config.entropy_cost,
+            "seed": config.seed, "frames": final.get("frames"), "episodes": len(returns),
+            "last100": round(sum(returns[-100:]) / len(returns[-100:]), 3) if returns else None,
+        })  # fmt: skip
+    with open(directory / "sweep_summary.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return rows
+
+
+def finished(run: pathlib.Path, config: LaserConfig) -> bool:
+    final = run / "final.json"
+    return final.exists() and json.loads(final.read_text())["frames"] >= config.total_frames
+
+
+def run_sweep(directory: pathlib.Path, configs: list[LaserConfig], saved: bool) -> int:
+    """Server here, a learner and its actors per member; returns the exit status."""
+    server = reverb_server.make_server(agent.sweep_tables(configs), FLAGS.port)  # Before any write: a busy port fails.
+    if not saved:
+        write_configs(directory, configs)
+    address = f"localhost:{server.port}"
+    print(f"sweep of {len(configs)} members in {directory}; shared replay at {address}", flush=True)
+    learners, supervisors = {}, {}
+    for config in configs:
+        path = config_path(directory, config.sweep_member)
+        run = directory / f"member_{config.sweep_member}"
+        if finished(run, config):
+            print(f"member {config.sweep_member}: finished earlier, kept", flush=True)
+            continue
+        logs = directory / "logs" / f"member_{config.sweep_member}"
+        logs.mkdir(parents=True, exist_ok=True)
+        learners[config.sweep_member] = subprocess.Popen(
+            member_command(config, path, run, address), stdout=open(logs / "learner.log", "a"), stderr=subprocess.STDOUT
+        )
+        supervisors[config.sweep_member] = launch.ActorSupervisor("laser.train", path, address, config.num_actors, logs)
+        supervisors[config.sweep_member].start()
+    interrupted = False
+    try:
+        while any(p.poll() is None for p in learners.values()):
+            time.sleep(1.0)
+            for member, process in learners.items():
+                if process.poll() is not None and member in supervisors:
+                    supervisors.pop(member).stop()
+    except KeyboardInterrupt:  # Each learner saves a checkpoint and stops (a second SIGINT changes nothing).
+        interrupted = True
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for process in learners.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+        for process in learners.values():
+            process.wait()
+    for supervisor in supervisors.values():
+        supervisor.stop()
+    failed = [m for m, p in learners.items() if p.returncode not in (0, 130)]
+    rows = summarise(directory, configs)
+    for row in rows:
+        print("  ".join(f"{k} {v}" for k, v in row.items()), flush=True)
+    if interrupted:
+        print(f"interrupted: members keep their checkpoints; continue with --sweep_dir {directory} --resume")
+        return 130
+    if failed:
+        logs = ", ".join(str(directory / "logs" / f"member_{m}" / "learner.log") for m in failed)
+        print(f"error: member(s) {failed} failed; see {logs}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise UsageError(f"unexpected arguments {argv[1:]}; flags only (see --help)")
+    if FLAGS.role == "server" and not FLAGS.sweep_dir:
+        raise UsageError("--role server needs --sweep_dir (written by --write_configs_only)")
+    default = f"runs/laser_sweep/{FLAGS.preset}_{(FLAGS.env or PRESETS[FLAGS.preset].env).replace(':', '_')}"
+    directory = pathlib.Path(FLAGS.sweep_dir or f"{default}_s{FLAGS.seed or 0}")
+    configs, saved = requested_members(directory)
+    if FLAGS.role == "server":
+        server = reverb_server.make_server(agent.sweep_tables(configs), FLAGS.port)
+        if not saved:
+            write_configs(directory, configs)
+        print(f"Reverb server of the sweep listening on port {server.port} (all interfaces)", flush=True)
+        server.wait()
+        return
+    if FLAGS.write_configs_only:
+        write_configs(directory, configs)
+        print(f"{len(configs)} member configs in {directory / 'configs'}; table names in {directory / 'tables.txt'}")
+        return
+    sys.exit(run_sweep(directory, configs, saved))
+
+
+if __name__ == "__main__":
+    cli.run(main)

@@ -1,0 +1,115 @@
+"""LASER's shared-replay sweep: the grid, the tables, one replay fed by every member, the CLI."""
+
+import csv
+import dataclasses
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import reverb
+import tensorflow as tf
+
+from common.errors import UsageError
+from common.reverb import datasets
+from impala import trajectories
+from laser import agent
+from laser.config import PRESETS, sweep_members
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+SWEEP = [sys.executable, "-m", "laser.sweep"]
+
+
+def test_the_atari_grid_is_the_papers():
+    members = sweep_members(PRESETS["atari_laser"], 9)
+    grid = {(m.learning_rate, m.entropy_cost) for m in members}
+    assert grid == {(lr, e) for lr in (3e-4, 6e-4, 1.2e-3) for e in (5e-3, 1e-2, 2e-2)}  # LASER §5.1.
+    assert (members[0].learning_rate, members[0].entropy_cost) == (6e-4, 1e-2)  # The centre first.
+    assert [m.sweep_member for m in members] == list(range(9))
+    assert len({m.seed for m in members}) == 9  # Each member starts from its own parameters.
+
+
+@pytest.mark.parametrize("count", [0, 10])
+def test_a_sweep_outside_the_grid_is_refused(count):
+    with pytest.raises(UsageError, match="1 to 9 members"):
+        sweep_members(PRESETS["toy_laser"], count)
+
+
+def test_members_have_their_own_queue_and_parameters_and_share_the_replay():
+    members = sweep_members(PRESETS["toy_laser"], 3)
+    names = [t.name for t in agent.sweep_tables(members)]
+    assert names == ["queue_0", "params_0", "queue_1", "params_1", "queue_2", "params_2", "replay"]
+    assert agent.actor_tables(members[2]) == {"queue_2": 1.0, "replay": 1.0}
+    lone = PRESETS["toy_laser"]
+    assert [t.name for t in agent.agent_tables(lone)] == ["queue", "params", "replay"]
+
+
+def test_one_replay_holds_every_members_unrolls_and_each_queue_only_its_own():
+    config = dataclasses.replace(PRESETS["toy_laser"], unroll_length=3, queue_size=32)
+    members = sweep_members(config, 2)
+    server = reverb.Server(agent.sweep_tables(members))
+    client = reverb.Client(f"localhost:{server.port}")
+    spec = trajectories.step_spec((2,), tf.float32, 3)
+    unrolls = 8  # 16 in the replay: more than its minimum size (a replay batch, 14).
+    for member in members:
+        adder = trajectories.unroll_adder(client, spec, 1, config.unroll_length, agent.actor_tables(member))
+        for t in range(unrolls * config.unroll_length + 1):
+            adder.append({
+                "observation": np.zeros((1, 2), np.float32), "first": np.array([t == 0]),
+                "action": np.zeros(1, np.int32), "behaviour_logits": np.zeros((1, 3), np.float32),
+                "reward": np.zeros(1, np.float32), "terminal": np.array([False]),
+                "episode_return": np.full(1, np.nan, np.float32),
+                "episode_length": np.full(1, 1000 * member.sweep_member + t, np.int32),  # Who wrote it.
+            })  # fmt: skip
+        adder.close()
+    info = client.server_info()
+    assert info["queue_0"].current_size == info["queue_1"].current_size == unrolls
+    assert info["replay"].current_size == 2 * unrolls  # Both members' unrolls, in one table.
+
+    def writers(table, count):
+        batch = next(iter(datasets.dataset(client.server_address, table, spec, config.unroll_length + 1, count, 2000)))
+        return set((batch["episode_length"].numpy()[:, 0] // 1000).tolist())
+
+    assert writers("queue_1", unrolls) == {1}
+    assert writers("replay", 64) == {0, 1}  # 64 uniform draws of 16 items, half each: fails with p ~ 2^-63.
+    server.stop()
+
+
+def test_sweep_bad_input_is_one_line_and_leaves_nothing(tmp_path):
+    for args, fragment in (
+        (["--agents=0"], "1 to 9 members"),
+        (["--config_override=replay_fraction=1.5"], "replay_fraction=1.5"),
+        (["--config_override=sweep_member=3"], "sweep_member is set by laser.sweep"),
+    ):
+        directory = tmp_path / "sweep"
+        result = subprocess.run(
+            [*SWEEP, "--preset=toy_laser", f"--sweep_dir={directory}", *args],
+            cwd=REPO, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        errors = [line for line in result.stderr.splitlines() if "error" in line]
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert len(errors) == 1 and fragment in errors[0], result.stderr
+        assert not directory.exists()
+
+
+@pytest.mark.slow
+def test_a_two_member_sweep_trains_resumes_and_keeps_finished_members(tmp_path):
+    directory = tmp_path / "sweep"
+    common = [f"--sweep_dir={directory}"]
+    first = subprocess.run(
+        [*SWEEP, *common, "--preset=toy_laser", "--agents=2", "--frames=3000", "--config_override=log_every_s=1"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stdout + first.stderr
+    with open(directory / "sweep_summary.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["member"] for r in rows] == ["0", "1"] and all(int(r["frames"]) >= 3000 for r in rows)
+    assert {float(r["learning_rate"]) for r in rows} == {0.005, 0.0025}
+    again = subprocess.run([*SWEEP, *common, "--resume"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stdout.count("finished earlier, kept") == 2
+    changed = subprocess.run(
+        [*SWEEP, *common, "--resume", "--preset=toy_laser"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert changed.returncode == 2 and "--preset cannot change" in changed.stderr
