@@ -18,6 +18,14 @@ inserts per batch of `batch_size` samples is the limiter's ratio, and the
 limiter only has to tolerate one batch of drift (`validate` checks it can);
 with actors in other processes the limiter alone sets the pace.
 
+Each env stream's frames are stored once, in chunks of `CHUNK_LENGTH`
+steps, and transition items reference them (`per.replay.TransitionWriter`,
+issue #12; measured by `per.benchmark_memory`). The writers flush every
+chunk's worth of transitions rather than before each sample, so the sampler
+may not see the newest chunk yet; the rate limiter must tolerate that many
+transitions of drift, or the chunks are shortened until it does
+(`chunk_length`).
+
 The compiled update is maths only; Reverb calls, counters and numbers for the
 log are here, in Python (Acme style). Sampling from Reverb uses Reverb's own
 random generator, which takes no seed: with the same seed, runs act alike
@@ -47,6 +55,10 @@ from per.learner import FIELDS, Learner
 from per.replay import PrioritizedReplay
 
 REPLAY_TABLE = "replay"
+# Steps of an env stream per Reverb chunk. Longer chunks compress better (a
+# chunk of 32 Pong frames costs a fraction of 32 one-frame chunks); see
+# results/per/benchmarks/memory.md.
+CHUNK_LENGTH = 32
 
 
 def replay_table(config: PerConfig) -> reverb.Table:
@@ -61,6 +73,34 @@ def rate_limiter_tolerance(config: PerConfig) -> float:
     """How many samples the table's rate limiter lets the sampler run ahead or behind of its ratio."""
     info = replay_table(config).info.rate_limiter_info
     return (info.max_diff - info.min_diff) / 2
+
+
+def unseen_tolerance(config: PerConfig) -> int:
+    """Transitions the sampler may miss (written, not flushed) without the rate limiter blocking the loop.
+
+    Beyond the batch of drift the synchronous loop needs (`validate`), each
+    unflushed transition holds back `samples_per_insert` samples.
+    """
+    return int((rate_limiter_tolerance(config) - config.batch_size) // config.samples_per_insert)
+
+
+def chunk_length(config: PerConfig) -> int:
+    """Steps per chunk: `CHUNK_LENGTH`, or fewer if the limiter cannot tolerate a chunk of every env unflushed."""
+    return max(1, min(CHUNK_LENGTH, unseen_tolerance(config) // config.envs_per_actor))
+
+
+def frame_stack(config: PerConfig) -> int:
+    """k, the frames an observation stacks: Atari's `frame_stack`; 1 (an observation is one frame) elsewhere."""
+    return getattr(envs.resolve_options(config.env, **dict(config.env_options)), "frame_stack", 1)
+
+
+def make_replay(config: PerConfig, client: reverb.Client) -> PrioritizedReplay:
+    """The agent's replay client: frames stored once, flushed every chunk of every env stream."""
+    length = chunk_length(config)
+    return PrioritizedReplay(
+        client, config.replay_config, REPLAY_TABLE, flush_every=length * config.envs_per_actor,
+        frame_stack=frame_stack(config), chunk_length=length, max_unseen=unseen_tolerance(config),
+    )  # fmt: skip
 
 
 def spaces(config: PerConfig) -> tuple[gym.spaces.Box, int]:
@@ -126,7 +166,7 @@ class DqnAgent:
         target = networks.make(config, space, num_actions, name="target_q_network")
         self.config, self.client = config, client
         self.learner = Learner(config, online, target)
-        self.replay = PrioritizedReplay(client, config.replay_config, REPLAY_TABLE)
+        self.replay = make_replay(config, client)
         self.replay_state = ReplayState(self.replay)
         env = envs.make_batched(config.env, config.envs_per_actor, seed=seed, **dict(config.env_options))
         self.actor = Actor(online, env, seed)
@@ -162,8 +202,8 @@ class DqnAgent:
         epsilon = self.learner.epsilon()  # Held for the update_period agent steps before an update.
         for _ in range(self.config.update_period // self.config.envs_per_actor):
             transitions, ended = self.actor.step(epsilon)
-            for transition in transitions:
-                self.replay.add(transition)
+            for stream, transition in enumerate(transitions):
+                self.replay.add_transition(transition, stream)
             self.learner.count_agent_steps(len(transitions))
             self._items = min(self._items + len(transitions), self.config.replay_capacity)
             episodes += ended
@@ -199,7 +239,8 @@ class DqnAgent:
         }
 
     def save_extra(self) -> None:
-        """Reverb's tables, into RUN_DIR/replay (the server's checkpointer)."""
+        """Reverb's tables, into RUN_DIR/replay (the server's checkpointer), with every transition added."""
+        self.replay.flush()
         self.client.checkpoint()
 
     def close(self) -> None:

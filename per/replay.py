@@ -12,6 +12,12 @@ New items enter at the running maximum priority, tracked here because Reverb
 cannot report it (Algorithm 1, line 6). Importance weights come from the
 sample's `probability` and `table_size` (§3.4).
 
+Storage (issue #12): `add_transition` stores each env frame once, in a
+per-stream `TrajectoryWriter` history chunked over `chunk_length` steps so
+Reverb's compression works, and each transition item references the frames
+of S_{j-1} and S_j (see `TransitionWriter`); `add` stores any list of arrays
+as a one-step item.
+
 Updating an item that the FIFO remover already evicted is a no-op: the
 client drops it (its |delta| neither raises the tracked maximum nor enters the
 rank tracker), as Reverb would ignore its unknown key in `mutate_priorities`.
@@ -26,6 +32,7 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 import reverb
 import tensorflow as tf
+from reverb import trajectory_writer
 
 from common.errors import UsageError, choice_error
 from per import priorities
@@ -141,59 +148,221 @@ class RankTracker:
         return {key: (self._unseen + r) ** -self.alpha for r, key in enumerate(order, start=1)}
 
 
+class TransitionWriter:
+    """Transitions (S_{j-1}, A_{j-1}, R_j, terminal_j, S_j) of N env streams, each frame stored once.
+
+    A state is a stack of the k newest frames (Atari: k = 4 frames of
+    [84, 84]; k = 1 when an observation is one frame, as in MinAtar and
+    Catch). Stream i has its own `TrajectoryWriter`, whose history holds one
+    step per frame: `frame`, and, on the frame that completes S_j, `step`, the
+    transition's [id (insertion index), action, reward, terminal] as float64
+    (exact for each). Both columns are chunked over `chunk_length` steps, so
+    Reverb compresses a chunk of frames, not one frame (issue #12).
+
+    An item has three columns, because each column costs every item about
+    200 bytes of server memory (measured, `per.benchmark_memory`): `step`,
+    and `observation` and `next_observation`, the references to the k
+    frames of S_{j-1} and of S_j. (One column cannot hold both stacks: Reverb
+    rejects a column that references a frame twice.) When S_j continues
+    S_{j-1} (S_j[:-1] == S_{j-1}[1:]: every step of a game, life losses
+    included) only S_j's newest frame is written, and the two stacks share
+    k - 1 frames: a window of k + 1. Any other S_j (the first step; a new
+    game the env reset itself to, whose stack holds what the env put there)
+    is written whole, so no stack mixes frames of two games. An S_{j-1} that
+    is not the stream's last S_j (a caller that skipped steps) is written
+    whole too: an item always returns the arrays it was given.
+    """
+
+    def __init__(self, client: reverb.Client, table_name: str, frame_stack: int, chunk_length: int):
+        if frame_stack < 1 or chunk_length < 1:
+            raise UsageError(f"frame_stack={frame_stack} and chunk_length={chunk_length} must be >= 1")
+        self.client, self.table_name = client, table_name
+        self.frame_stack, self.chunk_length = frame_stack, chunk_length
+        # S_{j-1}'s frames must outlive the writing of a whole new S_j, and a
+        # chunk can be no longer than the references the writer keeps.
+        self._keep_alive = max(chunk_length, 2 * frame_stack)
+        self._writers: dict[int, reverb.TrajectoryWriter] = {}
+        self._last: dict[int, tuple[np.ndarray, list]] = {}  # stream -> (S_j, its k frame references)
+
+    @staticmethod
+    def specs(transition: Sequence[Any]) -> list[tf.TensorSpec]:
+        """An item's columns, [step, observation, next_observation], as a `TrajectoryDataset` returns them."""
+        observation = np.asarray(transition[0])
+        state = tf.TensorSpec(observation.shape, tf.as_dtype(observation.dtype))
+        return [tf.TensorSpec([4], tf.float64), state, state]
+
+    @staticmethod
+    def unpack(columns: Sequence[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """A batch of items' columns -> ([B] ids, the five fields of the transitions, each [B, ...])."""
+        step, observation, next_observation = columns
+        fields = [step[:, 1].astype(np.int32), step[:, 2].astype(np.float32), step[:, 3].astype(np.float32)]
+        return step[:, 0].astype(np.int64), [observation, *fields, next_observation]
+
+    def add(self, stream: int, transition: Sequence[Any], item_id: int, priority: float) -> None:
+        """Writes transition j of `stream` (its new frames only) and creates its item."""
+        observation, action, reward, terminal, next_observation = transition
+        writer = self._writer(stream)
+        last = self._last.get(stream)
+        if last is not None and np.array_equal(last[0], observation):
+            state = last[1]  # S_{j-1} is the stream's last S_j: already written.
+        else:
+            state = [self._append(writer, frame) for frame in self._frames(observation)]
+        frames = self._frames(next_observation)
+        step = np.array([item_id, action, reward, terminal], np.float64)
+        if np.array_equal(frames[:-1], self._frames(observation)[1:]):
+            next_state = [*state[1:], self._append(writer, frames[-1], step)]
+        else:
+            next_state = [self._append(writer, frame) for frame in frames[:-1]]
+            next_state.append(self._append(writer, frames[-1], step))
+        writer.create_item(
+            self.table_name, priority, [writer.history["step"][-1], self._column(state), self._column(next_state)]
+        )
+        self._last[stream] = (np.array(next_observation), next_state)  # A copy: envs may reuse buffers.
+
+    def flush(self) -> None:
+        for writer in self._writers.values():
+            writer.flush()
+
+    def close(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+        self._writers.clear()
+        self._last.clear()
+
+    def _frames(self, state: np.ndarray) -> np.ndarray:
+        """[k, *frame]: a stack's frames; [1, *observation] when k = 1."""
+        state = np.asarray(state)
+        return state if self.frame_stack > 1 else state[None]
+
+    def _column(self, references: list) -> trajectory_writer.TrajectoryColumn:
+        """A stack's frames, [k, *frame]; for k = 1 the frame itself."""
+        return trajectory_writer.TrajectoryColumn(references, squeeze=self.frame_stack == 1)
+
+    def _writer(self, stream: int) -> reverb.TrajectoryWriter:
+        if stream not in self._writers:
+            writer = self.client.trajectory_writer(num_keep_alive_refs=self._keep_alive)
+            for column in ("frame", "step"):
+                writer.configure((column,), num_keep_alive_refs=self._keep_alive, max_chunk_length=self.chunk_length)
+            self._writers[stream] = writer
+        return self._writers[stream]
+
+    @staticmethod
+    def _append(writer: reverb.TrajectoryWriter, frame: np.ndarray, step: np.ndarray | None = None):
+        """Appends a history step (a frame, and the transition's `step` if given); the frame's reference."""
+        writer.append({"frame": frame} if step is None else {"frame": frame, "step": step})
+        (reference,) = writer.history["frame"][-1]
+        return reference
+
+
 class PrioritizedReplay:
     """Insert, sample with IS weights, and update priorities of one Reverb table.
 
-    Items are written with a `TrajectoryWriter` (flushed every `flush_every`
-    inserts and before each sample) and sampled through a `TrajectoryDataset`
-    whose spec is taken from the first item added. At most one batch is in
-    flight, so a sample may predate the previous batch's priority update by one
-    batch, as in Acme's prioritized DQN. Call `close` before its server stops.
+    Items are written with `TrajectoryWriter`s, flushed every `flush_every`
+    inserts, and sampled through a `TrajectoryDataset` whose spec is taken from
+    the first item added. A sample flushes first, so it can draw every item
+    added, unless at most `max_unseen` items wait unflushed: a caller whose
+    rate limiter tolerates the sampler missing that many of the newest items
+    (the agent) sets it, so that flushes do not cut the chunks short. The
+    first sample always flushes (the table must reach its minimum size).
+
+    One sampling worker keeps at most one batch in flight and tf.data adds no
+    prefetch, so a sample may predate the previous batch's priority update by
+    one batch, as in Acme's prioritized DQN, and the rate limiter never counts
+    more than a batch of samples the learner has not taken. (With tf.data's
+    injected prefetch, measured: 16 batches drawn ahead, and all of them lost,
+    yet counted, in a checkpoint, which left a resumed run no slack for
+    unflushed transitions.) Call `close` before its server stops.
     """
 
-    def __init__(self, client: reverb.Client, config: ReplayConfig, table_name: str = "replay", flush_every: int = 256):
+    def __init__(
+        self,
+        client: reverb.Client,
+        config: ReplayConfig,
+        table_name: str = "replay",
+        flush_every: int = 256,
+        *,
+        frame_stack: int = 1,
+        chunk_length: int = 32,
+        max_unseen: int = 0,
+    ):
         self.client, self.config, self.table_name = client, config, table_name
         self.max_priority = 1.0  # Algorithm 1, line 2: p_1 = 1.
         self.min_priority = 1.0  # Lower bound on the live minimum, for global_min weights.
         self.inserted = 0
-        self._updates, self._flush_every = 0, flush_every
+        self._updates, self._flush_every, self._max_unseen, self._unflushed = 0, flush_every, max_unseen, 0
         self._rank = RankTracker(config.alpha, config.capacity) if config.variant == "rank" else None
-        self._writer = None
+        self._writer = None  # `add`'s.
+        self._transitions = TransitionWriter(client, table_name, frame_stack, chunk_length)
         self._specs: list[tf.TensorSpec] = []
         self._iterators: dict[int, Any] = {}
         self._inserted_at: dict[int, int] = {}
 
     def add(self, data: Sequence[Any]) -> None:
-        """Stores one item (a list of arrays) at the maximal priority."""
+        """Stores one item (a list of arrays, each in a one-step chunk) at the maximal priority."""
         row = [np.int64(self.inserted), *(np.asarray(x) for x in data)]
         if self._writer is None:
+            self._check_one_layout(bool(self._specs))
             self._writer = self.client.trajectory_writer(num_keep_alive_refs=1)
             self._specs = [tf.TensorSpec([1, *x.shape], tf.as_dtype(x.dtype)) for x in row]
-        # Rank-based items enter at rank 1, whose stored priority 1^-alpha is 1.
-        priority = 1.0 if self._rank else self.max_priority
         self._writer.append(row)
-        self._writer.create_item(self.table_name, priority, [column[-1:] for column in self._writer.history])
+        self._writer.create_item(
+            self.table_name, self._new_priority(), [column[-1:] for column in self._writer.history]
+        )
+        self._count_insert()
+
+    def add_transition(self, transition: Sequence[Any], stream: int = 0) -> None:
+        """Stores transition (S_{j-1}, A_{j-1}, R_j, terminal_j, S_j) of env `stream` at the maximal priority.
+
+        Only the frames not yet written for `stream` are stored (see
+        `TransitionWriter`); samples return the fields as given.
+        """
+        self._check_one_layout(self._writer is not None)
+        if not self._specs:
+            self._specs = self._transitions.specs(transition)
+        self._transitions.add(stream, transition, self.inserted, self._new_priority())
+        self._count_insert()
+
+    @staticmethod
+    def _check_one_layout(other_used: bool) -> None:
+        if other_used:
+            raise UsageError("a replay holds either add()'s items or add_transition()'s, not both")
+
+    def _new_priority(self) -> float:
+        # Rank-based items enter at rank 1, whose stored priority 1^-alpha is 1.
+        return 1.0 if self._rank else self.max_priority
+
+    def _count_insert(self) -> None:
         self.inserted += 1
-        if self.inserted % self._flush_every == 0:
-            self._writer.flush()
+        self._unflushed += 1
+        if self._unflushed >= self._flush_every:
+            self.flush()
 
     def flush(self) -> None:
         """Makes every added item visible to samplers."""
         if self._writer is not None:
             self._writer.flush()
+        self._transitions.flush()
+        self._unflushed = 0
 
     def sample(self, batch_size: int, beta: float) -> Batch:
-        self.flush()
+        if batch_size not in self._iterators or self._unflushed > self._max_unseen:
+            self.flush()
         if batch_size not in self._iterators:
             dataset = reverb.TrajectoryDataset(
                 self.client.server_address, self.table_name,
                 dtypes=[s.dtype for s in self._specs], shapes=[s.shape for s in self._specs],
-                max_in_flight_samples_per_worker=batch_size,
+                max_in_flight_samples_per_worker=batch_size, num_workers_per_iterator=1,
             )  # fmt: skip
-            self._iterators[batch_size] = iter(dataset.batch(batch_size))
+            options = tf.data.Options()
+            options.experimental_optimization.inject_prefetch = False  # tf.data's own, autotuned to 16 batches.
+            self._iterators[batch_size] = iter(dataset.batch(batch_size).with_options(options))
         sample = next(self._iterators[batch_size])
         info = {name: getattr(sample.info, name).numpy() for name in ("key", "probability", "table_size", "priority")}
-        ids, *data = (column.numpy()[:, 0] for column in sample.data)
+        columns = [column.numpy() for column in sample.data]
+        if self._writer is None:
+            ids, data = self._transitions.unpack(columns)
+        else:  # `add`'s items: every column has a leading step axis of 1.
+            ids, *data = (column[:, 0] for column in columns)
         self._inserted_at = dict(zip(info["key"].tolist(), ids.tolist()))
         table_size = int(info["table_size"][0])
         weights = priorities.importance_weights(
@@ -208,6 +377,7 @@ class PrioritizedReplay:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+        self._transitions.close()
 
     def _min_probability(self, priority: float, probability: float, table_size: int) -> float | None:
         if self.config.weight_normalization != "global_min":
@@ -232,9 +402,7 @@ class PrioritizedReplay:
         if len(keys) == 0:
             return
         if self._rank:
-            updates = {
-                int(k): self._rank.priority(int(k), int(i), d) for k, i, d in zip(keys, inserted_at, abs_delta)
-            }
+            updates = {int(k): self._rank.priority(int(k), int(i), d) for k, i, d in zip(keys, inserted_at, abs_delta)}
         else:
             new = priorities.proportional_priority(abs_delta, self.config.epsilon)
             updates = {int(k): float(p) for k, p in zip(keys, new)}

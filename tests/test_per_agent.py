@@ -45,13 +45,13 @@ def make_agent():
 
 def record_adds(agent):
     """Spies on the replay's inserts: {insertion id: transition}."""
-    added, add = {}, agent.replay.add
+    added, add = {}, agent.replay.add_transition
 
-    def spy(transition):
+    def spy(transition, stream):
         added[agent.replay.inserted] = transition
-        add(transition)
+        add(transition, stream)
 
-    agent.replay.add = spy
+    agent.replay.add_transition = spy
     return added
 
 
@@ -181,8 +181,9 @@ def test_new_transitions_enter_at_the_running_maximum_priority(make_agent, varia
     for _ in range(20):
         agent.step()
     assert variant == "rank" or agent.replay.max_priority > 1.0  # |delta| + epsilon has passed 1.
-    created, create_item = [], agent.replay._writer.create_item
-    agent.replay._writer.create_item = lambda table, priority, trajectory: (
+    (writer,) = agent.replay._transitions._writers.values()  # One env stream.
+    created, create_item = [], writer.create_item
+    writer.create_item = lambda table, priority, trajectory: (
         created.append(priority) or create_item(table, priority, trajectory)
     )
     agent.act()
@@ -235,6 +236,7 @@ def test_the_synchronous_loop_samples_8_per_insert_through_the_limiter(make_agen
     agent = make_agent(config)
     for _ in range(150):
         agent.step()
+    agent.replay.flush()  # The newest transitions wait for their chunk to fill.
     info = agent.client.server_info()[agent_lib.REPLAY_TABLE].rate_limiter_info
     updates = agent.steps
     assert updates == 150 - 200 // 4

@@ -1,0 +1,263 @@
+"""Frames stored once (issue #12): what the replay samples is what the env returned.
+
+The agent's storage (`per.agent.make_replay`, `PrioritizedReplay.add_transition`)
+writes each frame once and makes every transition an item of references to the
+frames of S_{j-1} and S_j. Against a real in-process Reverb server:
+
+* every sampled S_{j-1}, A, R, terminal, S_j equals the env's own arrays for
+  that step, across chunk boundaries, life-loss terminals (the stack goes on)
+  and games the env reset itself to (same-step autoreset: S_j is the new
+  game's first stack), for Atari's stacks of 4 and single observations;
+* the frames survive a Reverb checkpoint;
+* priorities, keys and IS weights behave as with `add`'s one-step items
+  (tests/test_per.py's statistics, on transitions).
+"""
+
+import dataclasses
+import threading
+
+import numpy as np
+import pytest
+import reverb
+import test_per
+from test_per import keys_by_item
+
+from common import envs
+from common.reverb import server as reverb_server
+from per import agent as agent_lib
+from per import networks, replay
+from per.actor import Actor, Transition
+from per.config import PRESETS
+
+ATARI = dataclasses.replace(
+    PRESETS["atari_ddqn_prop"], env="atari:breakout", envs_per_actor=2, update_period=4,
+    alpha=1.0, priority_epsilon=0.0,  # A seen item's priority 0 is never drawn again: see `read_all`.
+)  # fmt: skip
+SINGLE = {
+    "minatar": dataclasses.replace(PRESETS["minatar_ddqn_prop"], envs_per_actor=2, alpha=1.0, priority_epsilon=0.0),
+    "toy": dataclasses.replace(PRESETS["toy"], envs_per_actor=2, alpha=1.0, priority_epsilon=0.0),
+}
+
+
+@pytest.fixture
+def servers():
+    """In-process servers for `replay.table(config)`, sampling from 1 item; replays close before servers stop."""
+    made = []
+
+    def make(config, checkpoint_dir=None):
+        checkpointer = reverb.checkpointers.DefaultCheckpointer(str(checkpoint_dir)) if checkpoint_dir else None
+        server = reverb.Server([replay.table(dataclasses.replace(config, min_size=1))], checkpointer=checkpointer)
+        made.append((server, []))
+        return reverb.Client(f"localhost:{server.port}"), made[-1][1]
+
+    yield make
+    for server, replays in made:
+        for buffer in replays:
+            buffer.close()
+        server.stop()
+
+
+def play(config, buffer, steps, seed=0):
+    """The agent's acting and storage at epsilon 1: {insertion id: the env's transition, copied}."""
+    space, num_actions = agent_lib.spaces(config)
+    env = envs.make_batched(config.env, config.envs_per_actor, seed=seed, **dict(config.env_options))
+    actor = Actor(networks.make(config, space, num_actions, name="q"), env, seed)
+    added = {}
+    for _ in range(steps):
+        transitions, _ = actor.step(1.0)
+        for stream, transition in enumerate(transitions):
+            added[buffer.inserted] = Transition(*(np.array(x) for x in transition))
+            buffer.add_transition(transition, stream)
+    env.close()
+    return added
+
+
+def read_all(buffer, n):
+    """Every item once, {insertion id: its five sampled fields}: a seen item's priority is set to 0."""
+    found = {}
+    for _ in range(n):  # Bounded: a batch drawn after an update holds unseen items only.
+        if len(found) == n:
+            break
+        batch = buffer.sample(64, beta=0.0)
+        for j, key in enumerate(batch.keys):
+            found[buffer._inserted_at[int(key)]] = [column[j] for column in batch.data]
+        buffer.update(batch.keys, np.zeros(len(batch.keys)))
+    assert len(found) == n, f"{n - len(found)} items never sampled"
+    return found
+
+
+def assert_items_are_the_transitions(found, added):
+    assert sorted(found) == sorted(added)
+    for item, transition in added.items():
+        for field, got, want in zip(Transition._fields, found[item], transition):
+            np.testing.assert_array_equal(got, want, err_msg=f"item {item}, {field}")
+
+
+def kinds(added):
+    """Counts of life-loss terminals (the stack goes on) and game overs (a new game's stack)."""
+    life_losses = game_overs = 0
+    for t in added.values():
+        continues = np.array_equal(t.next_observation[:-1], t.observation[1:])
+        life_losses += bool(t.terminal) and continues
+        game_overs += not continues
+    return life_losses, game_overs
+
+
+def test_sampled_atari_stacks_are_the_envs_own_across_life_losses_and_game_overs(servers):
+    client, replays = servers(ATARI.replay_config)
+    buffer = agent_lib.make_replay(ATARI, client)
+    replays.append(buffer)
+    assert (agent_lib.frame_stack(ATARI), agent_lib.chunk_length(ATARI)) == (4, 32)
+    added = play(ATARI, buffer, steps=400)
+    life_losses, game_overs = kinds(added)
+    assert life_losses >= 4 and game_overs >= 2, (life_losses, game_overs)
+    # A new game's first stack holds what the env put there (blank frames, then the first).
+    reset = next(
+        t.next_observation for t in added.values() if not np.array_equal(t.next_observation[:-1], t.observation[1:])
+    )
+    assert not reset[:-1].any() and reset[-1].any()
+    assert_items_are_the_transitions(read_all(buffer, len(added)), added)
+
+
+@pytest.mark.parametrize("family", ["minatar", "toy"])
+def test_sampled_single_observations_are_the_envs_own(servers, family):
+    config = SINGLE[family]
+    client, replays = servers(config.replay_config)
+    buffer = agent_lib.make_replay(config, client)
+    replays.append(buffer)
+    assert agent_lib.frame_stack(config) == 1
+    added = play(config, buffer, steps=150)
+    assert sum(bool(t.terminal) for t in added.values()) >= 2
+    assert_items_are_the_transitions(read_all(buffer, len(added)), added)
+
+
+def stack_of(frame_ids):
+    """A [4, 2, 3] uint8 stack whose frame i is filled with frame_ids[i] (distinct frames)."""
+    return np.stack([np.full((2, 3), f, np.uint8) for f in frame_ids])
+
+
+def test_windows_over_short_chunks_new_games_and_skipped_steps(servers):
+    """Synthetic stacks: chunks of 3 frames, flushes between, a reset stack, and a caller skipping a step."""
+    config = replay.ReplayConfig(alpha=1.0, epsilon=0.0, capacity=1000)
+    client, replays = servers(config)
+    buffer = replay.PrioritizedReplay(client, config, flush_every=5, frame_stack=4, chunk_length=3)
+    replays.append(buffer)
+    frames = iter(range(1, 256))
+    state, added = stack_of([0, 0, 0, next(frames)]), {}
+    for step in range(40):
+        if step in (11, 12, 25):  # A new game: the env's reset stack (blank frames repeat across games).
+            next_state = stack_of([0, 0, 0, next(frames)])
+        else:
+            next_state = np.concatenate([state[1:], stack_of([next(frames)])[-1:]])
+        terminal = np.float32(step in (5, 11, 12, 25))  # Step 5: a life lost, the stack goes on.
+        transition = Transition(state, np.int32(step % 3), np.float32(step), terminal, next_state)
+        if step != 30:  # Step 30 is never stored: step 31's S_{j-1} is not the stream's last S_j.
+            added[buffer.inserted] = transition
+            buffer.add_transition(transition)
+        state = next_state
+    assert_items_are_the_transitions(read_all(buffer, len(added)), added)
+
+
+def test_frames_survive_a_reverb_checkpoint(servers, tmp_path):
+    config = dataclasses.replace(ATARI, envs_per_actor=1)
+    client, replays = servers(config.replay_config, tmp_path)
+    first = agent_lib.make_replay(config, client)
+    replays.append(first)
+    added = play(config, first, steps=100)
+    first.flush()
+    client.checkpoint()
+    first.close()
+    restored, replays = servers(config.replay_config, tmp_path)  # Loads the latest checkpoint.
+    second = agent_lib.make_replay(config, restored)
+    replays.append(second)
+    second.inserted = first.inserted  # As `ReplayState` restores it.
+    more = play(config, second, steps=1, seed=1)  # The first sample needs the columns' spec.
+    assert_items_are_the_transitions(read_all(second, len(added) + 1), {**added, **more})
+
+
+@pytest.mark.parametrize("min_replay_size, update_period, chunk", [(160, 16, 1), (20, 2, 6), (500, 2, 32)])
+def test_chunks_shrink_to_what_the_rate_limiter_tolerates_and_the_loop_runs(min_replay_size, update_period, chunk):
+    """Unflushed transitions hold samples back: chunks fit the limiter's tolerance; the sampler is a batch ahead."""
+    config = dataclasses.replace(
+        PRESETS["toy"], min_replay_size=min_replay_size, update_period=update_period, replay_capacity=2_000
+    )
+    assert agent_lib.chunk_length(config) == chunk
+    server = reverb_server.make_server([agent_lib.replay_table(config)])
+    agent = agent_lib.DqnAgent(config, reverb.Client(f"localhost:{server.port}"))
+    agent.start()
+
+    def loop():
+        while agent.steps < 30:
+            agent.step()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    thread.join(timeout=120)
+    # Blocked in a sample the limiter will never allow: leave the server up (stopping it under a client crashes).
+    assert not thread.is_alive(), f"the loop blocked after {agent.steps} updates"
+    # The sampler draws at most a batch ahead of the batches used: what a checkpoint loses, yet the limiter counts.
+    drawn = agent.client.server_info()[agent_lib.REPLAY_TABLE].rate_limiter_info.sample_stats.completed
+    assert drawn - config.batch_size * agent.steps <= config.batch_size
+    agent.close()
+    server.stop()
+
+
+# Priorities, keys and IS weights, as tests/test_per.py checks them for `add`. -----------
+
+
+@pytest.fixture
+def make_replay(servers):
+    """(None, replay) of single-observation transitions [i] -> [i + 1]: batch.data[0][:, 0] is the item."""
+
+    def make(config):
+        client, replays = servers(config)
+        replays.append(replay.PrioritizedReplay(client, config, flush_every=4, chunk_length=4))
+        return None, replays[-1]
+
+    return make
+
+
+def fill(buffer, n):
+    for i in range(buffer.inserted, buffer.inserted + n):
+        buffer.add_transition(
+            Transition(np.array([i], np.int32), np.int32(0), np.float32(0), np.float32(0), np.array([i + 1], np.int32))
+        )
+
+
+# tests/test_per.py's statistical checks of `add`'s items, each run again on transitions.
+REUSED = [
+    (test_per.test_reverb_proportional_sampling_matches_p_alpha, {"alpha": 0.6}),
+    (test_per.test_reverb_rank_based_sampling_matches_rank_power_law, {"alpha": 0.7}),
+    (test_per.test_reverb_rank_based_sampling_follows_ranks_with_the_default_rerank_interval, {}),
+    *((test_per.test_reverb_is_weights_follow_the_priorities_set, {"variant": v}) for v in ("proportional", "rank")),
+    *((test_per.test_global_min_weights_match_a_float64_computation, {"variant": v}) for v in ("proportional", "rank")),
+    (test_per.test_zero_td_errors_give_finite_weights, {"variant": "rank", "normalization": "global_min"}),
+]
+
+
+@pytest.mark.parametrize(
+    "check, kwargs", REUSED, ids=["-".join([check.__name__[5:], *map(str, kw.values())]) for check, kw in REUSED]
+)
+def test_priorities_keys_and_is_weights_behave_as_with_one_step_items(check, kwargs, make_replay, monkeypatch):
+    monkeypatch.setattr(test_per, "fill", fill)  # The check's items are transitions [i] -> [i + 1].
+    check(make_replay=make_replay, **kwargs)
+
+
+def test_new_transitions_enter_at_the_running_maximum_priority(make_replay):
+    _, buffer = make_replay(replay.ReplayConfig(capacity=100))
+    fill(buffer, 4)
+    keys = keys_by_item(buffer, 4)
+    buffer.update(keys, np.array([0.5, 7.0, 0.25, 2.0]))
+    fill(buffer, 1)
+    buffer.flush()
+    samples = list(buffer.client.sample("replay", num_samples=2000, emit_timesteps=False))
+    by_item = {int(s.data[0][0]): s.info.priority for s in samples}  # Column 0: [id, action, reward, terminal].
+    assert by_item[4] == pytest.approx(7.0 + 1e-6)  # Not 1.0.
+    assert by_item[1] == pytest.approx(7.0 + 1e-6) and by_item[0] == pytest.approx(0.5 + 1e-6)
+
+
+def test_a_replay_holds_one_layout(make_replay):
+    _, buffer = make_replay(replay.ReplayConfig(capacity=100))
+    fill(buffer, 1)
+    with pytest.raises(ValueError, match="not both"):
+        buffer.add([np.array([0], np.int32)])
