@@ -6,13 +6,14 @@ them with its replay.
 
 from __future__ import annotations
 
-from typing import Iterator, Mapping
+import time
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import reverb
 import tensorflow as tf
 
-from common import envs, loop
+from common import envs, evaluation, loop
 from common.reverb import variables as reverb_variables
 from common.reverb.tables import PARAMS
 from impala import networks, trajectories
@@ -133,3 +134,16 @@ class Sampling:
         self._first = False
         probs = tf.nn.softmax(output.policy_logits[0]).numpy().astype(np.float64)
         return int(self._rng.choice(len(probs), p=probs / probs.sum()))
+
+
+def evaluate(argv: list[str], module: str, config_class: type, values: Any) -> None:
+    """`python -m <module> RUN_DIR`: restore the run, play by sampling from pi, report (IMPALA App. G).
+
+    `values`: the entry point's flags from `common.evaluation.define_flags`.
+    """
+    directory = evaluation.run_directory(argv, module, values.episodes)
+    config, network, step = evaluation.restore(directory, config_class, make_network)
+    start = time.time()
+    policy = Sampling(config, network, values.seed)
+    returns = evaluation.play(config, policy, values.episodes, values.seed, values.log_every_s)
+    evaluation.report(directory, config, step, returns, values.seed, time.time() - start, "atari_noop")

@@ -12,12 +12,10 @@ human-normalised score (no-op protocol), and writes RUN_DIR/eval_step<N>.json.
 
 from __future__ import annotations
 
-import time
-
 from absl import flags
 
 from common import cli, evaluation
-from impala.agent import Sampling, make_network
+from impala.agent import evaluate
 from impala.config import ImpalaConfig
 
 evaluation.define_flags(200, "IMPALA App. G: 200")
@@ -25,12 +23,7 @@ FLAGS = flags.FLAGS
 
 
 def main(argv: list[str]) -> None:
-    directory = evaluation.run_directory(argv, "impala.evaluate", FLAGS.episodes)
-    config, network, step = evaluation.restore(directory, ImpalaConfig, make_network)
-    start = time.time()
-    returns = evaluation.play(config, Sampling(config, network, FLAGS.seed), FLAGS.episodes, FLAGS.seed,
-                              FLAGS.log_every_s)  # fmt: skip
-    evaluation.report(directory, config, step, returns, FLAGS.seed, time.time() - start, "atari_noop")
+    evaluate(argv, "impala.evaluate", ImpalaConfig, FLAGS)
 
 
 if __name__ == "__main__":
