@@ -169,6 +169,14 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     os._exit(status)
 
 
+def main(agent: Agent, argv: list[str], values: flags.FlagValues) -> None:
+    """An agent entry point's `main`: flags only, then `run`."""
+    if len(argv) > 1:
+        raise UsageError(f"unexpected arguments {argv[1:]}; flags only (see --help)")
+    request, options = from_flags(values)
+    run(agent, request, options)
+
+
 def default_run_dir(agent: Agent, request: config_lib.Request, config: Any) -> str:
     if request.config_file:
         preset = pathlib.Path(request.config_file).parent.name

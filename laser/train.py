@@ -18,7 +18,6 @@ from __future__ import annotations
 from absl import flags
 
 from common import cli, launch
-from common.errors import UsageError
 from common.networks import check_fits_env
 from laser import agent
 from laser.config import PRESETS
@@ -34,10 +33,7 @@ AGENT = launch.Agent(
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        raise UsageError(f"unexpected arguments {argv[1:]}; flags only (see --help)")
-    request, options = launch.from_flags(FLAGS)
-    launch.run(AGENT, request, options)
+    launch.main(AGENT, argv, FLAGS)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from __future__ import annotations
 from absl import flags
 
 from common import cli, launch
-from common.errors import UsageError
 from per import agent
 from per.config import PRESETS, PerConfig
 
@@ -41,10 +40,7 @@ AGENT = launch.Agent(
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        raise UsageError(f"unexpected arguments {argv[1:]}; flags only (see --help)")
-    request, options = launch.from_flags(FLAGS)
-    launch.run(AGENT, request, options)
+    launch.main(AGENT, argv, FLAGS)
 
 
 if __name__ == "__main__":

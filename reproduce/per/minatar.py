@@ -79,7 +79,8 @@ def summarise(run_dir: pathlib.Path, game: str, variant: str, seed: int, final: 
 
 
 def load_summaries(directory: pathlib.Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))]
+    paths = [p for p in sorted(directory.glob("*.json")) if not p.name.endswith(".provenance.json")]
+    return [json.loads(p.read_text()) for p in paths]
 
 
 def frames_to_reach(summary: dict, score: float) -> int | None:
@@ -189,6 +190,8 @@ def main(argv: list[str]) -> None:
                 final = _runs.train("per.train", runs / name, [*flags_, f"--seed={seed}"])
                 summary = summarise(runs / name, game, variant, seed, final)
                 summary_path.write_text(json.dumps(summary, indent=1) + "\n")
+                # The run's own record (commit, command, segments), beside its summary.
+                (summaries_dir / f"{name}.provenance.json").write_text((runs / name / "provenance.json").read_text())
 
     summaries = load_summaries(summaries_dir)
     reference = published()
