@@ -13,6 +13,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+from typing import Callable
 
 import numpy as np
 
@@ -20,12 +21,7 @@ from reproduce import REPO_ROOT
 
 
 def train(module: str, run_dir: pathlib.Path, flags: list[str]) -> dict:
-    """Runs (or resumes, or keeps) one run of `python -m module`; returns its final.json.
-
-    Ctrl-C reaches the training run too, which saves a checkpoint and returns
-    without final.json; this process waits for it, then exits with status 130
-    and says how to continue.
-    """
+    """Runs (or resumes, or keeps) one run of `python -m module`; returns its final.json."""
     final = run_dir / "final.json"
     if final.exists():
         print(f"{run_dir.name}: finished earlier, kept ({run_dir})", flush=True)
@@ -33,6 +29,17 @@ def train(module: str, run_dir: pathlib.Path, flags: list[str]) -> dict:
     command = [sys.executable, "-m", module, *flags, f"--run_dir={run_dir}"]
     if (run_dir / "config.json").exists():
         command.append("--resume")
+    run_to_completion(command, run_dir, final.exists)
+    return json.loads(final.read_text())
+
+
+def run_to_completion(command: list[str], run_dir: pathlib.Path, finished: Callable[[], bool]) -> None:
+    """Runs `command` (a training run or sweep writing into `run_dir`) until `finished()`.
+
+    Ctrl-C reaches the training run too, which saves a checkpoint and returns
+    unfinished; this process waits for it, then exits with status 130 and
+    says how to continue. A failed run exits with its status.
+    """
     print(" ".join(command), flush=True)
     process = subprocess.Popen(command, cwd=REPO_ROOT)
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -40,13 +47,12 @@ def train(module: str, run_dir: pathlib.Path, flags: list[str]) -> dict:
         status = process.wait()
     finally:
         signal.signal(signal.SIGINT, previous)
-    if status:
+    if status and status != 130:
         print(f"error: training {run_dir} failed with exit status {status}", file=sys.stderr, flush=True)
         sys.exit(status)
-    if not final.exists():
+    if not finished():
         print(f"interrupted: {run_dir} keeps its checkpoint; run the same command to resume", flush=True)
         sys.exit(130)
-    return json.loads(final.read_text())
 
 
 def run_provenance(run_dir: pathlib.Path) -> dict | None:

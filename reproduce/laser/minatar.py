@@ -1,0 +1,347 @@
+"""LASER's experiments at MinAtar scale (Schmitt, Hessel & Simonyan 2020, §5.3-5.4, App. A.2; IMPALA Table 2).
+
+The paper's figures are DMLab-30 sweeps of billions of frames; these are
+their reduced-scale analogues on MinAtar, with the `minatar_laser` preset
+(B = 16, 87.5% replay, 500K observations, trust region) and each arm's
+changes to it. Every arm trains the same number of fresh frames.
+
+    python -m reproduce.laser.minatar --profile full --studies fig2_replay_fraction
+    python -m reproduce.laser.minatar --profile full --studies impala_table2 --games breakout,asterix,freeway
+    python -m reproduce.laser.minatar --profile quick      # smoke scale: Fig. 2 left and Fig. 3, tiny budgets
+
+Studies (results/laser/<profile>/<stem>.{csv,md,png,provenance.json}):
+
+* `fig2_replay_fraction`: Fig. 2 left, 0 / 50 / 87.5 / 100% of each batch replayed;
+* `fig2_capacity`: Fig. 2 right, the replay's capacity at 87.5%;
+* `fig3_shared_sweep`: Fig. 3 left, a sweep sharing one replay without and
+  with the trust region, and the no-replay sweep; the best member per point;
+* `figA4_rho_bar`: App. Fig. 4 left, the shared sweep without trust region at
+  rho_bar in {1, 2, 4};
+* `impala_table2`: IMPALA Table 2, V-trace, 1-step IS, epsilon-correction and
+  no correction, without replay and with 50% of each batch replayed.
+
+A study is assembled from jobs (arm x game x seed) that may run in different
+sessions or on different machines: each finished job writes a summary (score,
+binned curve, config, the run's own provenance) to
+results/laser/<profile>/minatar_runs/, which is committed, and is not trained
+again; a started one is resumed from runs/reproduce/laser_minatar_<profile>/.
+Jobs with the same arm are shared between studies (the 87.5% arm is also
+Fig. 2 right's 500K capacity). The tables and figures are rebuilt from every
+summary present and name the jobs still missing.
+
+Scores follow App. A.3: training returns averaged within buckets of frames,
+and for a sweep the best member in each bucket.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import sys
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from absl import flags  # noqa: E402
+
+import reproduce  # noqa: E402
+from common import cli, provenance  # noqa: E402
+from common.envs.minatar import GAMES  # noqa: E402
+from common.errors import UsageError  # noqa: E402
+from reproduce import _runs  # noqa: E402
+
+PRESET = "minatar_laser"
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    label: str
+    overrides: tuple[str, ...] = ()  # `--config_override` NAME=VALUE over the preset.
+    sweep: bool = False  # A shared-replay sweep (`laser.sweep`) instead of one agent.
+
+
+def _table2_arms() -> dict[str, Arm]:
+    """IMPALA Table 2: each correction without replay and with 50% replayed (IMPALA §5.2.2), no trust region."""
+    corrections = {"vtrace": "V-trace", "one_step_is": "1-step IS", "epsilon": "epsilon-correction", "none": "none"}
+    return {
+        f"{name}_{tag}": Arm(
+            f"{label}, {tag.replace('_', ' ')}",
+            (f"correction={name}", "trust_region=false", f"replay_fraction={fraction}"),
+        )  # fmt: skip
+        for name, label in corrections.items()
+        for tag, fraction in (("no_replay", 0.0), ("replay", 0.5))
+    }
+
+
+_NO_TRUST_REGION = ("trust_region=false",)
+ARMS = {
+    "replay0": Arm("0% replay (IMPALA)", ("replay_fraction=0.0",)),
+    "replay50": Arm("50% replay", ("replay_fraction=0.5",)),
+    "replay87": Arm("87.5% replay, 500K capacity", ()),  # The preset itself.
+    "replay100": Arm("100% replay (no online data)", ("replay_fraction=1.0",)),
+    "capacity20k": Arm("87.5% replay, 20K capacity", ("replay_capacity=20000",)),
+    "capacity100k": Arm("87.5% replay, 100K capacity", ("replay_capacity=100000",)),
+    **_table2_arms(),
+    "sweep_no_replay": Arm("no replay", ("replay_fraction=0.0",), sweep=True),
+    "sweep_shared": Arm("shared replay, no trust region", _NO_TRUST_REGION, sweep=True),
+    "sweep_shared_tr": Arm("shared replay + trust region", (), sweep=True),
+    "sweep_shared_rho2": Arm(
+        "shared replay, rho_bar 2", (*_NO_TRUST_REGION, "clip_rho_threshold=2.0", "clip_pg_rho_threshold=2.0"), True
+    ),
+    "sweep_shared_rho4": Arm(
+        "shared replay, rho_bar 4", (*_NO_TRUST_REGION, "clip_rho_threshold=4.0", "clip_pg_rho_threshold=4.0"), True
+    ),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    title: str
+    arms: tuple[str, ...]
+    games: tuple[str, ...] = ("breakout",)
+
+
+STUDIES = {
+    "fig2_replay_fraction": Study(
+        "Fig. 2 left: the fraction of each batch replayed", ("replay0", "replay50", "replay87", "replay100")
+    ),
+    "fig2_capacity": Study(
+        "Fig. 2 right: replay capacity at 87.5% replay", ("capacity20k", "capacity100k", "replay87")
+    ),
+    "fig3_shared_sweep": Study(
+        "Fig. 3 left: a sweep sharing one replay", ("sweep_no_replay", "sweep_shared", "sweep_shared_tr")
+    ),
+    "figA4_rho_bar": Study(
+        "App. Fig. 4 left: larger rho_bar instead of a trust region",
+        ("sweep_shared", "sweep_shared_rho2", "sweep_shared_rho4"),
+    ),
+    "impala_table2": Study(
+        "IMPALA Table 2: off-policy corrections without and with replay",
+        tuple(_table2_arms()),
+        ("breakout", "asterix", "space_invaders"),
+    ),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    frames: int  # Fresh frames per agent.
+    bin_frames: int  # App. A.3's bucket.
+    sweep_agents: int  # Members of a sweep (the paper's Atari sweep: 9).
+
+
+SCALES = {"quick": Scale(10_000, 2_000, 2), "full": Scale(1_000_000, 50_000, 9)}
+
+reproduce.define_flags()
+# The quick profile's smoke run covers both paths (lone agents, a shared-replay sweep) in a few minutes.
+QUICK_STUDIES = ("fig2_replay_fraction", "fig3_shared_sweep")
+flags.DEFINE_list(
+    "studies", None, f"Studies to run (default: all; quick: {', '.join(QUICK_STUDIES)}): {', '.join(STUDIES)}."
+)
+flags.DEFINE_list("games", None, "MinAtar games (default: each study's own; quick: its first).")
+flags.DEFINE_integer("seeds", 1, "Seeds per arm and game: seed, seed + 1, ...")
+flags.DEFINE_bool("summarise_only", False, "Rebuild the studies from the summaries present; train nothing.")
+FLAGS = flags.FLAGS
+
+
+def job_name(arm: str, game: str, seed: int) -> str:
+    return f"{arm}_{game}_s{seed}"
+
+
+def member_dirs(sweep_dir: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(sweep_dir.glob("member_*"), key=lambda p: int(p.name.split("_")[1]))
+
+
+def run_job(arm: Arm, game: str, seed: int, scale: Scale, run_dir: pathlib.Path) -> list[pathlib.Path]:
+    """Trains (or resumes, or keeps) one job; returns its agents' run directories."""
+    base = [f"--preset={PRESET}", f"--env=minatar:{game}", f"--frames={scale.frames}", f"--seed={seed}"]
+    overrides = [f"--config_override={o}" for o in arm.overrides]
+    if not arm.sweep:
+        _runs.train("laser.train", run_dir, [*base, *overrides])
+        return [run_dir]
+    members = lambda: member_dirs(run_dir)  # noqa: E731
+    finished = lambda: len(members()) == scale.sweep_agents and all((m / "final.json").exists() for m in members())  # noqa: E731
+    if not finished():
+        command = [sys.executable, "-m", "laser.sweep", f"--sweep_dir={run_dir}"]
+        if (run_dir / "configs").exists():
+            command += ["--resume"]
+        else:
+            # One actor process per member (the preset has 2): 9 members' processes fit 2 cores and 24 GB.
+            command += [*base, *overrides, f"--agents={scale.sweep_agents}", "--actors=1"]
+        _runs.run_to_completion(command, run_dir, finished)
+    return members()
+
+
+def summarise_agent(run_dir: pathlib.Path, scale: Scale) -> dict:
+    frames, returns = _runs.read_episodes(run_dir)
+    config = json.loads((run_dir / "config.json").read_text())
+    final = json.loads((run_dir / "final.json").read_text())
+    return {
+        "frames": final["frames"], "wall_time_s": final["wall_time_s"],
+        "episodes": len(returns),
+        "last100": round(float(returns[-100:].mean()), 3),
+        "mean_return": round(float(returns.mean()), 3),  # Over the whole run: data efficiency.
+        "learning_rate": config["learning_rate"], "entropy_cost": config["entropy_cost"],
+        "curve": _runs.binned_curve("", frames, returns, scale.frames, scale.bin_frames),
+        "config": config,
+        "run_provenance": _runs.run_provenance(run_dir),
+    }  # fmt: skip
+
+
+def best_curve(agents: list[dict]) -> list[dict]:
+    """App. A.3: the best agent's bucket mean in each bucket."""
+    buckets: dict[int, float] = {}
+    for agent in agents:
+        for point in agent["curve"]:
+            buckets[point["frames"]] = max(buckets.get(point["frames"], -np.inf), point["mean_return"])
+    return [{"frames": f, "mean_return": r} for f, r in sorted(buckets.items())]
+
+
+def summarise(arm_name: str, game: str, seed: int, run_dirs: list[pathlib.Path], scale: Scale) -> dict:
+    agents = [summarise_agent(d, scale) for d in run_dirs]
+    best = max(range(len(agents)), key=lambda i: agents[i]["last100"])
+    return {
+        "arm": arm_name, "game": game, "seed": seed, "label": ARMS[arm_name].label, "agents": agents,
+        "frames": agents[best]["frames"], "last100": agents[best]["last100"], "best_agent": best,
+        "mean_return": max(a["mean_return"] for a in agents),
+        "curve": best_curve(agents) if len(agents) > 1 else [{k: p[k] for k in ("frames", "mean_return")}
+                                                              for p in agents[0]["curve"]],
+    }  # fmt: skip
+
+
+def study_rows(study: Study, summaries: dict[str, dict], games: list[str], seeds: range) -> list[dict]:
+    rows = []
+    for game in games:
+        for arm in study.arms:
+            for seed in seeds:
+                s = summaries.get(job_name(arm, game, seed))
+                if s is not None:
+                    rows.append({
+                        "arm": arm, "label": s["label"], "game": game, "seed": seed, "frames": s["frames"],
+                        "agents": len(s["agents"]), "best_agent": s["best_agent"], "last100": s["last100"],
+                        "mean_return": s["mean_return"],
+                    })  # fmt: skip
+    return rows
+
+
+def markdown(stem: str, study: Study, rows: list[dict], missing: list[str], profile: str, scale: Scale) -> str:
+    scale_note = "SMOKE SCALE (quick profile): not a result" if profile == "quick" else "Reduced scale"
+    sweep = any(ARMS[a].sweep for a in study.arms)
+    lines = [
+        f"# {scale_note}: LASER {study.title}, MinAtar, {scale.frames:,} fresh frames per agent",
+        "",
+        f"Preset `{PRESET}` (B = 16; 87.5% replay, 500K observations, trust region) with each arm's changes.",
+        "`last100`: mean return of the agent's last 100 training episodes; `mean_return`: over all its",
+        "episodes (data efficiency)."
+        + (f" A sweep has {scale.sweep_agents} members (learning rate x entropy cost, {{1/2, 1, 2}} x the"
+           " preset's) sharing one replay; each row shows its best member (App. A.3)." if sweep else ""),
+        "",
+        "| game | arm | seed | frames | last100 | mean_return |" + (" best member |" if sweep else ""),
+        "| --- | --- | --- | --- | --- | --- |" + (" --- |" if sweep else ""),
+    ]  # fmt: skip
+    for r in rows:
+        lines.append(
+            f"| {r['game']} | {r['label']} | {r['seed']} | {r['frames']:,} | {r['last100']:.2f} "
+            f"| {r['mean_return']:.2f} |" + (f" {r['best_agent']} of {r['agents']} |" if sweep else "")
+        )
+    lines += ["", f"Not run yet: {', '.join(missing)}." if missing else "Every job of this study is in."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(study: Study, summaries: dict[str, dict], games: list[str], seeds: range, path: pathlib.Path) -> None:
+    fig, axes = plt.subplots(1, len(games), figsize=(4.5 * len(games), 3.4), squeeze=False)
+    for ax, game in zip(axes[0], games):
+        for colour, arm in enumerate(study.arms):
+            for seed in seeds:
+                s = summaries.get(job_name(arm, game, seed))
+                if s is not None:
+                    frames = [p["frames"] for p in s["curve"]]
+                    returns = [p["mean_return"] for p in s["curve"]]
+                    label = ARMS[arm].label if seed == seeds.start else None
+                    ax.plot(frames, returns, color=f"C{colour}", lw=1.2, label=label)
+        ax.set(title=game, xlabel="fresh frames")
+    axes[0][0].set_ylabel("training return (bucket mean)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_study(stem: str, study: Study, summaries: dict[str, dict], games: list[str], seeds: range,
+                out: pathlib.Path, profile: str, scale: Scale) -> None:  # fmt: skip
+    """The study's table, figure and provenance from the summaries present."""
+    jobs = [job_name(a, g, s) for g in games for a in study.arms for s in seeds]
+    done = [j for j in jobs if j in summaries]
+    if not done:
+        print(f"{stem}: no finished job yet; nothing written", flush=True)
+        return
+    rows = study_rows(study, summaries, games, seeds)
+    reproduce.write_csv(out / f"{stem}.csv", rows)
+    missing = [j for j in jobs if j not in summaries]
+    text = markdown(stem, study, rows, missing, profile, scale)
+    (out / f"{stem}.md").write_text(text)
+    plot(study, summaries, games, seeds, out / f"{stem}.png")
+    agents = [(j, i, a) for j in done for i, a in enumerate(summaries[j]["agents"])]
+    provenance.write(
+        out, f"{stem}.provenance.json",
+        config={f"{j}/agent_{i}": a["config"] for j, i, a in agents},
+        seeds=sorted({summaries[j]["seed"] for j in done}), frames=sum(a["frames"] for _, _, a in agents),
+        wall_time_s=sum(a["wall_time_s"] for _, _, a in agents),
+        scale=f"reduced ({profile}): MinAtar, {scale.frames:,} frames per agent; {len(done)} of {len(jobs)} jobs",
+        extra={"jobs": done, "missing": missing,
+               "run_provenance": {f"{j}/agent_{i}": a["run_provenance"] for j, i, a in agents}},
+    )  # fmt: skip
+    print(text, flush=True)
+
+
+def studies() -> list[str]:
+    return FLAGS.studies or list(QUICK_STUDIES if FLAGS.profile == "quick" else STUDIES)
+
+
+def check_flags() -> None:
+    for name, given, accepted in (("study", studies(), STUDIES), ("minatar game", FLAGS.games or [], GAMES)):
+        unknown = [x for x in given if x not in accepted]
+        if unknown:
+            raise UsageError(f"unknown {name}(s) {unknown}; accepted: {', '.join(accepted)}")
+    if FLAGS.seeds < 1:
+        raise UsageError(f"--seeds={FLAGS.seeds}: must be >= 1")
+
+
+def study_games(study: Study) -> list[str]:
+    if FLAGS.games:
+        return list(FLAGS.games)
+    return list(study.games[:1] if FLAGS.profile == "quick" else study.games)
+
+
+def main(argv: list[str]) -> None:
+    check_flags()
+    scale = SCALES[FLAGS.profile]
+    out = reproduce.output_dir("laser", FLAGS.profile)
+    summaries_dir = out / "minatar_runs"
+    summaries_dir.mkdir(exist_ok=True)
+    runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"laser_minatar_{FLAGS.profile}"
+    seeds = range(FLAGS.seed, FLAGS.seed + FLAGS.seeds)
+    start = time.time()
+    for stem in studies():
+        study = STUDIES[stem]
+        for game in study_games(study):
+            for arm in study.arms:
+                for seed in seeds:
+                    name = job_name(arm, game, seed)
+                    path = summaries_dir / f"{name}.json"
+                    if path.exists() or FLAGS.summarise_only:
+                        continue
+                    run_dirs = run_job(ARMS[arm], game, seed, scale, runs / name)
+                    path.write_text(json.dumps(summarise(arm, game, seed, run_dirs, scale), indent=1) + "\n")
+                    print(f"{name}: summarised into {path} ({time.time() - start:.0f}s into this command)", flush=True)
+    summaries = {p.stem: json.loads(p.read_text()) for p in sorted(summaries_dir.glob("*.json"))}
+    for stem in studies():
+        write_study(stem, STUDIES[stem], summaries, study_games(STUDIES[stem]), seeds, out, FLAGS.profile, scale)
+
+
+if __name__ == "__main__":
+    cli.run(main)
