@@ -1,0 +1,103 @@
+"""The arms and studies of `reproduce.laser.minatar`, as data (importable by tests: no flags).
+
+Each arm is the `minatar_laser` preset with `--config_override`s; a study is
+a list of arms on some games. Arms with the same name are one job, shared by
+every study that lists them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+PRESET = "minatar_laser"
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    label: str
+    overrides: tuple[str, ...] = ()  # `--config_override` NAME=VALUE over the preset.
+    sweep: bool = False  # A shared-replay sweep (`laser.sweep`) instead of one agent.
+
+
+def _table2_arms() -> dict[str, Arm]:
+    """IMPALA Table 2: each correction without replay and with 50% replayed (IMPALA §5.2.2), no trust region."""
+    corrections = {"vtrace": "V-trace", "one_step_is": "1-step IS", "epsilon": "epsilon-correction", "none": "none"}
+    return {
+        f"{name}_{tag}": Arm(
+            f"{label}, {tag.replace('_', ' ')}",
+            (f"correction={name}", "trust_region=false", f"replay_fraction={fraction}"),
+        )  # fmt: skip
+        for name, label in corrections.items()
+        for tag, fraction in (("no_replay", 0.0), ("replay", 0.5))
+    }
+
+
+_NO_TRUST_REGION = ("trust_region=false",)
+ARMS = {
+    "replay0": Arm("0% replay (IMPALA)", ("replay_fraction=0.0",)),
+    "replay50": Arm("50% replay", ("replay_fraction=0.5",)),
+    "replay87": Arm("87.5% replay, 500K capacity", ()),  # The preset itself.
+    "replay100": Arm("100% replay (no online data)", ("replay_fraction=1.0",)),
+    "capacity20k": Arm("87.5% replay, 20K capacity", ("replay_capacity=20000",)),
+    "capacity100k": Arm("87.5% replay, 100K capacity", ("replay_capacity=100000",)),
+    **_table2_arms(),
+    "sweep_no_replay": Arm("no replay", ("replay_fraction=0.0",), sweep=True),
+    "sweep_shared": Arm("shared replay, no trust region", _NO_TRUST_REGION, sweep=True),
+    "sweep_shared_tr": Arm("shared replay + trust region", (), sweep=True),
+    "sweep_shared_rho2": Arm(
+        "shared replay, rho_bar 2", (*_NO_TRUST_REGION, "clip_rho_threshold=2.0", "clip_pg_rho_threshold=2.0"), True
+    ),
+    "sweep_shared_rho4": Arm(
+        "shared replay, rho_bar 4", (*_NO_TRUST_REGION, "clip_rho_threshold=4.0", "clip_pg_rho_threshold=4.0"), True
+    ),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    title: str
+    arms: tuple[str, ...]
+    games: tuple[str, ...] = ("breakout",)
+
+
+STUDIES = {
+    "fig2_replay_fraction": Study(
+        "Fig. 2 left: the fraction of each batch replayed", ("replay0", "replay50", "replay87", "replay100")
+    ),
+    "fig2_capacity": Study(
+        "Fig. 2 right: replay capacity at 87.5% replay", ("capacity20k", "capacity100k", "replay87")
+    ),
+    "fig3_shared_sweep": Study(
+        "Fig. 3 left: a sweep sharing one replay", ("sweep_no_replay", "sweep_shared", "sweep_shared_tr")
+    ),
+    "figA4_rho_bar": Study(
+        "App. Fig. 4 left: larger rho_bar instead of a trust region",
+        ("sweep_shared", "sweep_shared_rho2", "sweep_shared_rho4"),
+    ),
+    "impala_table2": Study(
+        "IMPALA Table 2: off-policy corrections without and with replay",
+        tuple(_table2_arms()),
+        ("breakout", "asterix", "space_invaders"),
+    ),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    frames: int  # Fresh frames per agent.
+    bin_frames: int  # App. A.3's bucket.
+    sweep_agents: int  # Members of a sweep (the paper's Atari sweep: 9).
+
+
+SCALES = {"quick": Scale(10_000, 2_000, 2), "full": Scale(1_000_000, 50_000, 9)}
+
+
+def best_curve(agents: list[dict]) -> list[dict]:
+    """App. A.3: the best agent's bucket mean in each bucket."""
+    buckets: dict[int, float] = {}
+    for agent in agents:
+        for point in agent["curve"]:
+            buckets[point["frames"]] = max(buckets.get(point["frames"], -np.inf), point["mean_return"])
+    return [{"frames": f, "mean_return": r} for f, r in sorted(buckets.items())]

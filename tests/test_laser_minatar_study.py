@@ -1,0 +1,76 @@
+"""`reproduce.laser.minatar`'s arms, scores and bad input (the studies' runs are long: not run here)."""
+
+import dataclasses
+import sys
+
+import pytest
+
+from common import config as config_lib
+from laser.config import PRESETS, sweep_members
+from reproduce.laser import _studies
+from tests.test_cli import assert_one_line_usage_error, run
+
+
+def resolve(arm: _studies.Arm):
+    return config_lib.resolve(PRESETS, _studies.PRESET, config_lib.Request(overrides=arm.overrides), "laser config")
+
+
+@pytest.mark.parametrize("name", list(_studies.ARMS))
+def test_every_arm_is_a_valid_config_that_changes_only_its_overrides(name):
+    arm = _studies.ARMS[name]
+    config, preset = resolve(arm), PRESETS[_studies.PRESET]
+    changed = {f.name for f in dataclasses.fields(config) if getattr(config, f.name) != getattr(preset, f.name)}
+    assert changed <= {o.split("=")[0] for o in arm.overrides}
+    if arm.sweep:
+        assert len(sweep_members(config, _studies.SCALES["full"].sweep_agents)) == 9
+
+
+def test_the_arms_set_what_the_papers_compare():
+    config = {name: resolve(arm) for name, arm in _studies.ARMS.items()}
+    fractions = [config[a].replay_fraction for a in _studies.STUDIES["fig2_replay_fraction"].arms]
+    assert fractions == [0.0, 0.5, 0.875, 1.0]  # Fig. 2 left.
+    capacities = [config[a].replay_capacity for a in _studies.STUDIES["fig2_capacity"].arms]
+    assert capacities == sorted(capacities) and len(set(capacities)) == 3
+    assert {config[a].replay_fraction for a in _studies.STUDIES["fig2_capacity"].arms} == {0.875}
+    no_replay, shared, shared_tr = (config[a] for a in _studies.STUDIES["fig3_shared_sweep"].arms)
+    assert (no_replay.replay_fraction, shared.trust_region, shared_tr.trust_region) == (0.0, False, True)
+    rho = [(config[a].clip_rho_threshold, config[a].trust_region) for a in _studies.STUDIES["figA4_rho_bar"].arms]
+    assert rho == [(1.0, False), (2.0, False), (4.0, False)]
+    table2 = [config[a] for a in _studies.STUDIES["impala_table2"].arms]
+    assert {(c.correction, c.replay_fraction) for c in table2} == {
+        (correction, fraction)
+        for correction in ("vtrace", "one_step_is", "epsilon", "none")
+        for fraction in (0.0, 0.5)  # IMPALA §5.2.2: 50% of each batch from replay.
+    }
+    assert not any(c.trust_region for c in table2)
+    assert len(_studies.STUDIES["impala_table2"].games) >= 3
+
+
+def test_best_curve_takes_the_best_member_in_each_bucket():
+    members = [
+        {"curve": [{"frames": 0, "mean_return": 1.0}, {"frames": 10, "mean_return": 5.0}]},
+        {
+            "curve": [
+                {"frames": 0, "mean_return": 2.0},
+                {"frames": 10, "mean_return": 3.0},
+                {"frames": 20, "mean_return": 0.5},
+            ]
+        },
+    ]
+    assert _studies.best_curve(members) == [
+        {"frames": 0, "mean_return": 2.0},
+        {"frames": 10, "mean_return": 5.0},
+        {"frames": 20, "mean_return": 0.5},
+    ]
+
+
+@pytest.mark.parametrize(
+    "flag, fragments",
+    [
+        ("--studies=fig9", ["unknown study(s) ['fig9']", "fig2_replay_fraction"]),
+        ("--games=pong", ["unknown minatar game(s) ['pong']", "breakout"]),
+        ("--seeds=0", ["--seeds=0", ">= 1"]),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(flag, fragments):
+    assert_one_line_usage_error(run(sys.executable, "-m", "reproduce.laser.minatar", flag), *fragments)
