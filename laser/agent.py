@@ -10,6 +10,11 @@ Topology (Algorithm 1):
   B_replay sampled uniformly from the replay, and learns on their
   concatenation, online first (`laser.learner`).
 
+With `replay_priority="critic_loss"` (App. A.2) the replay samples by
+priority instead; the learner weights each replayed unroll by its IS weight
+and writes the unrolls' new priorities back after the update
+(`laser.priorities`).
+
 With pure replay (fraction 1) the learner still dequeues one fresh unroll
 per step, to pace the actors and to count frames and episodes, but learns
 from the replay only. Without replay (fraction 0) this is IMPALA.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import numpy as np
 import reverb
 import tensorflow as tf
 
@@ -28,6 +34,7 @@ from impala import agent as impala_agent
 from impala import trajectories
 from laser.config import LaserConfig
 from laser.learner import Learner
+from laser.priorities import CriticLossPriorities
 
 REPLAY_TABLE = "replay"
 
@@ -48,8 +55,14 @@ def own_tables(config: LaserConfig) -> list[reverb.Table]:
 
 
 def replay_table(config: LaserConfig) -> reverb.Table:
-    """Uniform, FIFO, sized in unrolls from the capacity in observations; one per sweep."""
-    return tables.uniform_replay(REPLAY_TABLE, config.replay_capacity_unrolls, min_size=config.min_replay_unrolls)
+    """FIFO, sized in unrolls from the capacity in observations; one per sweep.
+
+    Uniform, or P(i) proportional to p_i^alpha with `replay_priority="critic_loss"`.
+    """
+    capacity, min_size = config.replay_capacity_unrolls, config.min_replay_unrolls
+    if config.replay_priority == "critic_loss":
+        return tables.prioritized_replay(REPLAY_TABLE, capacity, config.priority_exponent, min_size=min_size)
+    return tables.uniform_replay(REPLAY_TABLE, capacity, min_size=min_size)
 
 
 def agent_tables(config: LaserConfig) -> list[reverb.Table]:
@@ -65,7 +78,11 @@ def sweep_tables(configs: list[LaserConfig]):
 
 
 def actor_tables(config: LaserConfig) -> dict[str, float]:
-    """Where actors write each unroll (uniform replay ignores the priority)."""
+    """Where actors write each unroll, at which priority.
+
+    Uniform replay ignores the priority; in a prioritized one 1.0 is the maximum
+    (the learner's priorities are normalised, `laser.priorities`), where PER puts new items.
+    """
     if config.replay_batch_size:
         return {queue_table(config): 1.0, REPLAY_TABLE: 1.0}
     return {queue_table(config): 1.0}
@@ -83,13 +100,17 @@ class MixedLearner(impala_agent.QueueLearner):
 
     def __init__(self, config: LaserConfig, client: reverb.Client, address: str):
         self.queue_table, self.params_table = queue_table(config), params_table(config)
+        self.priorities = None
+        if config.prioritized_replay:
+            self.priorities = CriticLossPriorities(client, REPLAY_TABLE, config.importance_sampling_exponent)
         super().__init__(config, client, address)
 
     def batches(self) -> Iterator[tuple[dict, dict] | None]:
         """(fresh, replayed) pairs, or None after a wait (so the loop can look at signals).
 
         A fresh batch is held while the replay cannot serve yet, so no online
-        unroll is dropped.
+        unroll is dropped. A prioritized replay's batch is (info, unrolls),
+        info the samples' keys and probabilities.
         """
         c, wait = self.config, impala_agent.SAMPLE_WAIT_MS
         fresh_batches = trajectories.batches(
@@ -98,8 +119,9 @@ class MixedLearner(impala_agent.QueueLearner):
         replay_batches = None
         if c.replay_batch_size:
             replay_batches = datasets.batches(
-                self._address, REPLAY_TABLE, self.spec, c.unroll_length + 1, c.replay_batch_size, wait
-            )
+                self._address, REPLAY_TABLE, self.spec, c.unroll_length + 1, c.replay_batch_size, wait,
+                with_info=c.prioritized_replay,
+            )  # fmt: skip
         while True:
             fresh = next(fresh_batches)
             if fresh is None:
@@ -115,11 +137,22 @@ class MixedLearner(impala_agent.QueueLearner):
         if pair is None:
             return None
         fresh, replayed = pair
-        metrics = self.learner.step(mix(fresh, replayed, self.config.online_batch_size))
+        metrics = self._learn(fresh, replayed)
         self._publish()
         self._accepted = metrics["replay_accepted"]
         episodes = trajectories.finished_episodes({k: fresh[k].numpy() for k in ("episode_return", "episode_length")})
         return loop.Step(metrics, episodes)
+
+    def _learn(self, fresh: dict, replayed) -> dict[str, float]:
+        """One update; with prioritized replay, IS-weighted, then the sampled unrolls' new priorities."""
+        online = self.config.online_batch_size
+        if self.priorities is None:
+            return self.learner.step(mix(fresh, replayed, online))
+        info, replayed = replayed
+        weights = self.priorities.importance_weights(info)
+        metrics = self.learner.step(mix(fresh, replayed, online), np.concatenate([np.ones(online), weights]))
+        priorities = self.priorities.update(info.key.numpy(), self.learner.critic_losses[online:])
+        return {**metrics, "importance_weight_min": float(weights.min()), "priority_mean": float(priorities.mean())}
 
     def progress(self) -> dict[str, float]:
         info = self._client.server_info()

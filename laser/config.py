@@ -5,25 +5,35 @@ Presets (each value's source in a comment):
 * `atari_laser`: LASER §5.1's Atari agent (the sweeps' setting: 96% replay);
 * `minatar_laser`: our reduced-scale setting on MinAtar (IMPALA's `minatar`
   preset with LASER's replay and trust region);
+* `minatar_laser_a2`: App. A.2 / Fig. 4 right at MinAtar scale (50% replay, a
+  smaller replay); its arms are this preset as is (uniform) and with
+  `--config_override replay_priority=critic_loss` and
+  `--config_override importance_sampling_exponent=0.5` or `=1` (prioritized);
 * `toy_laser`: Catch, for tests.
 
 Units: `replay_capacity` and `min_replay_size` count observations (env steps),
 as the paper does ("a capacity of 10 million observations"); the table holds
 unrolls of T of them. A batch of B unrolls holds B_online from the queue, in
-queue order, then B_replay sampled uniformly from the replay:
+queue order, then B_replay sampled from the replay:
 B_online = round(B (1 - replay_fraction)).
+
+The replay samples uniformly (the paper's LASER) or, with
+`replay_priority="critic_loss"`, in proportion to p^alpha with p each unroll's
+critic loss, its updates weighted by (N P)^-beta (App. A.2, `laser.priorities`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from common.errors import UsageError
+from common.errors import UsageError, choice_error
 from impala.config import PRESETS as IMPALA_PRESETS
 from impala.config import ImpalaConfig
 
 # Replay fractions of LASER Fig. 2 left and §5.1 (0 is IMPALA on the mixed-batch code path).
 PAPER_REPLAY_FRACTIONS = (0.0, 0.5, 0.75, 0.875, 0.96, 1.0)
+# How the replay samples: uniformly (§5.2, the paper's choice) or by the critic's loss (App. A.2).
+REPLAY_PRIORITIES = ("uniform", "critic_loss")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +51,13 @@ class LaserConfig(ImpalaConfig):
     # -1: a lone agent. i >= 0: member i of a shared-replay sweep (`laser.sweep`),
     # with its own queue_i and params_i tables beside the one shared replay.
     sweep_member: int = -1
+    replay_priority: str = "uniform"  # One of REPLAY_PRIORITIES; App. A.2 / Fig. 4 right compares them.
+    # alpha of P(i) = p_i^alpha / sum_k p_k^alpha. App. A.2 does not print it: PER's
+    # proportional variant's 0.6 (Schaul et al. 2016, Table 3).
+    priority_exponent: float = 0.6
+    # beta of the IS weights (N P(i))^-beta: Fig. 4 right runs 0.5 and 1, and "the best
+    # prioritized replay agent uses full importance sampling corrections (beta = 1)".
+    importance_sampling_exponent: float = 1.0
 
     def __post_init__(self):
         super().__post_init__()
@@ -50,6 +67,7 @@ class LaserConfig(ImpalaConfig):
             raise UsageError(f"trust_region_threshold={self.trust_region_threshold}: must be >= 0 (a KL in nats)")
         if self.sweep_member < -1:
             raise UsageError(f"sweep_member={self.sweep_member}: -1 (a lone agent) or a member index >= 0")
+        self._check_priorities()
         if self.trust_region and self.correction != "vtrace":
             raise UsageError(
                 f"correction={self.correction!r} with trust_region=True: the trust region is defined for V-trace "
@@ -77,6 +95,27 @@ class LaserConfig(ImpalaConfig):
                 f"queue_size={self.queue_size} unrolls: the actors block on the full queue before the replay "
                 "fills; lower min_replay_size or raise queue_size"
             )
+
+    def _check_priorities(self) -> None:
+        if self.replay_priority not in REPLAY_PRIORITIES:
+            raise choice_error("replay_priority", self.replay_priority, REPLAY_PRIORITIES)
+        if self.priority_exponent < 0:
+            raise UsageError(f"priority_exponent={self.priority_exponent}: must be >= 0 (alpha; 0 samples uniformly)")
+        if not 0.0 <= self.importance_sampling_exponent <= 1.0:
+            raise UsageError(
+                f"importance_sampling_exponent={self.importance_sampling_exponent}: must be in [0, 1] "
+                "(beta; 1 corrects fully)"
+            )
+        if self.replay_priority != "uniform" and self.sweep_member >= 0:
+            raise UsageError(
+                f"replay_priority={self.replay_priority} in a sweep: one agent's critic loss is ill-defined as the "
+                "priority of a replay shared by several agents (LASER §5.2); sweeps use replay_priority=uniform"
+            )
+
+    @property
+    def prioritized_replay(self) -> bool:
+        """Whether the replay samples by priority (and the learner weights and re-prioritizes)."""
+        return self.replay_priority != "uniform" and self.replay_batch_size > 0
 
     @property
     def online_batch_size(self) -> int:
@@ -156,6 +195,16 @@ PRESETS = {
         batch_size=16,  # 2 online + 14 replayed at 87.5%.
         replay_fraction=0.875,  # §5.3: 87.5% worked best (Fig. 2).
         replay_capacity=500_000,  # Reduced scale: 10% of a 5M-frame run (the paper: 10M of 200M frames, 5%).
+        queue_size=64,
+        trust_region=True,
+    ),
+    "minatar_laser_a2": _laser(
+        IMPALA_PRESETS["minatar"],  # As minatar_laser, but for App. A.2's replay settings.
+        batch_size=16,  # 8 online + 8 replayed.
+        replay_fraction=0.5,  # App. A.2, Fig. 4 right: "All replay experiments use 50% replay ratio".
+        # Fig. 4 right: "a capacity of 3 million observations", 0.3 of the 10M of §5.3;
+        # scaled as minatar_laser's 500K scales the 10M.
+        replay_capacity=150_000,
         queue_size=64,
         trust_region=True,
     ),

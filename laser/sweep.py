@@ -8,7 +8,9 @@ Members take the learning rate and entropy cost of the preset times
 {1/2, 1, 2} each: 9 agents (Atari: {3e-4, 6e-4, 1.2e-3} x {5e-3, 1e-2, 2e-2}),
 or the first `--agents` of them, centre first. Each member has its own seed,
 network, queue and parameter table; all write every unroll to one replay
-table on one Reverb server and sample from it uniformly (§5.1).
+table on one Reverb server and sample from it uniformly (§5.1). A sweep of
+`replay_priority=critic_loss` is refused: one member's critic loss is no
+priority for the others' samples (§5.2).
 
 One machine: this process runs the Reverb server and starts, per member, a
 learner process (`laser.train --role learner`, its own run directory under

@@ -6,6 +6,11 @@ sum, §4.3's beta_KL, the terms of IMPALA §4.2 with LASER's masks);
 implementations, so the comparison cannot pass vacuously. The batches are read
 from a live server that actors' writers filled with unrolls numbered by their
 observations, so queue order and the fresh/replayed split are visible.
+
+The prioritized alternative (App. A.2): the IS-weighted loss and the per-unroll
+critic loss against the same float64 reference, the IS weights and normalised
+priorities against PER's formulas written out, and, on a live server, the
+priorities the learner writes for exactly the keys it sampled.
 """
 
 import dataclasses
@@ -22,7 +27,8 @@ from common.errors import UsageError
 from common.reverb import server as reverb_server
 from impala import losses as impala_losses
 from impala import networks, trajectories
-from laser import agent, losses, trust_region
+from impala import vtrace as impala_vtrace
+from laser import agent, losses, priorities, trust_region
 from laser.config import PAPER_REPLAY_FRACTIONS, PRESETS
 from laser.learner import Learner
 
@@ -36,6 +42,8 @@ FAR = [(2, 0), (4, 1), (3, 2), (0, 3), (1, 4), (4, 4)]
 # A step where mu is far from pi but pi~_mu = pi: KL(pi || pi~) = 0 < b <= KL(pi || mu),
 # accepted by §4.3's criterion and rejected by a KL to mu itself.
 IMPLIED_EQUALS_PI = (3, 3)
+# IS weights w_i of the unrolls: 1 for the two online ones, below 1 for replayed ones.
+WEIGHTS = np.array([1.0, 1.0, 0.25, 1.0, 0.6])
 
 
 # Float64 reference. -----------------------------------------------------------
@@ -76,8 +84,14 @@ def reference_targets(log_rhos, discounts, rewards, values, bootstrap_value, lam
     return vs
 
 
-def reference_loss(x, num_online, threshold, baseline_cost, entropy_cost, cut_traces=True, online_entropy=True):
-    """Algorithm 1's loss, summed: pg and baseline on accepted steps, entropy on the online unrolls."""
+def reference_loss(
+    x, num_online, threshold, baseline_cost, entropy_cost, cut_traces=True, online_entropy=True, weights=None
+):
+    """Algorithm 1's loss, summed: pg and baseline on accepted steps, entropy on the online unrolls.
+
+    With `weights` [B] (App. A.2), unroll i's pg and baseline terms are scaled by w_i; the
+    critic loss of unroll i is 1/T sum_s mask 1/2 (v_s - V(x_s))^2, unweighted.
+    """
     log_pi_all, log_mu_all = log_softmax(x["target_logits"]), log_softmax(x["behaviour_logits"])
     actions = x["actions"][..., None]
     log_pi = np.take_along_axis(log_pi_all, actions, -1)[..., 0]
@@ -89,8 +103,10 @@ def reference_loss(x, num_online, threshold, baseline_cost, entropy_cost, cut_tr
     vs = reference_targets(log_rhos, x["discounts"], x["rewards"], values, bootstrap, lambdas)
     next_vs = np.concatenate([vs[1:], bootstrap[None]])
     pg_rho = np.minimum(1.0, np.exp(log_rhos))
-    pg = -np.sum(mask * pg_rho * log_pi * (x["rewards"] + x["discounts"] * next_vs - values))
-    baseline = np.sum(mask * 0.5 * (vs - values) ** 2)
+    weighted = mask * (1.0 if weights is None else np.asarray(weights, np.float64)[None])
+    pg = -np.sum(weighted * pg_rho * log_pi * (x["rewards"] + x["discounts"] * next_vs - values))
+    squared_errors = mask * 0.5 * (vs - values) ** 2
+    baseline = np.sum(weighted * 0.5 * (vs - values) ** 2)
     online = np.zeros_like(mask)
     online[:, :num_online] = 1.0
     entropy_mask = online if online_entropy else np.ones_like(online)
@@ -105,6 +121,7 @@ def reference_loss(x, num_online, threshold, baseline_cost, entropy_cost, cut_tr
         "accepted": mask.mean(),
         "replay_accepted": np.sum(mask * replayed) / max(replayed.sum(), 1.0),
         "mean_kl": kl.mean(),
+        "unroll_critic_loss": squared_errors.mean(axis=0),
     }
 
 
@@ -140,12 +157,13 @@ def call(fn, x, jit=False, **kwargs):
 LOSS_KWARGS = {"num_online": NUM_ONLINE, "baseline_cost": 0.5, "entropy_cost": 0.01}
 
 
-def check_loss(x, jit=False, **expected_kwargs):
-    """laser_loss(b = THRESHOLD) against the reference, every output."""
-    out = call(losses.laser_loss, x, jit, trust_region_threshold=THRESHOLD, **LOSS_KWARGS)
-    expected = reference_loss(x, NUM_ONLINE, THRESHOLD, 0.5, 0.01, **expected_kwargs)
+def check_loss(x, jit=False, weights=None, threshold=THRESHOLD, **expected_kwargs):
+    """laser_loss(b = threshold, IS weights) against the reference, every output."""
+    given = None if weights is None else tf.constant(weights, tf.float32)
+    out = call(losses.laser_loss, x, jit, trust_region_threshold=threshold, importance_weights=given, **LOSS_KWARGS)
+    expected = reference_loss(x, NUM_ONLINE, threshold, 0.5, 0.01, weights=weights, **expected_kwargs)
     for name, value in expected.items():
-        assert float(getattr(out, name)) == pytest.approx(value, rel=1e-4, abs=1e-5), name
+        np.testing.assert_allclose(getattr(out, name).numpy(), value, rtol=1e-4, atol=1e-5, err_msg=name)
 
 
 def test_the_inputs_reject_some_steps_of_both_kinds_of_unroll():
@@ -162,8 +180,28 @@ def test_the_inputs_reject_some_steps_of_both_kinds_of_unroll():
 
 
 @pytest.mark.parametrize("jit", [False, True])
-def test_loss_matches_algorithm_1_with_the_trust_region(jit):
-    check_loss(loss_inputs(), jit)
+@pytest.mark.parametrize("weights", [None, WEIGHTS], ids=["uniform", "weighted"])
+def test_loss_matches_algorithm_1_with_the_trust_region(jit, weights):
+    check_loss(loss_inputs(), jit, weights)
+
+
+@pytest.mark.parametrize("threshold", [THRESHOLD, None], ids=["trust_region", "vtrace"])
+def test_unit_importance_weights_leave_the_loss_unchanged(threshold):
+    x = loss_inputs()
+    unweighted = call(losses.laser_loss, x, trust_region_threshold=threshold, **LOSS_KWARGS)
+    ones = call(losses.laser_loss, x, trust_region_threshold=threshold, importance_weights=tf.ones(B), **LOSS_KWARGS)
+    for name, value in unweighted._asdict().items():
+        np.testing.assert_array_equal(getattr(ones, name).numpy(), value.numpy(), err_msg=name)  # Bit for bit.
+
+
+def test_weighted_loss_without_the_trust_region_matches_the_reference():
+    check_loss(loss_inputs(), weights=WEIGHTS, threshold=None)
+
+
+def test_importance_weights_must_be_one_per_unroll():
+    with pytest.raises(ValueError, match=r"must be \[B\] = \[5\]"):
+        call(losses.laser_loss, loss_inputs(), trust_region_threshold=None, importance_weights=tf.ones([T, B]),
+             **LOSS_KWARGS)  # fmt: skip
 
 
 def test_rejected_steps_carry_no_value_or_policy_gradient_signal():
@@ -192,6 +230,14 @@ def test_without_the_trust_region_it_is_impalas_loss_with_online_entropy():
     for name, value in expected._asdict().items():
         assert float(getattr(out, name)) == pytest.approx(float(value), rel=1e-6, abs=1e-7), name
     assert float(out.accepted) == 1.0 and float(out.replay_accepted) == 1.0
+    for correction in impala_vtrace.CORRECTIONS:  # Every IMPALA Table 2 correction, as IMPALA's loss computes it.
+        corrected = call(losses.laser_loss, x, trust_region_threshold=None, **LOSS_KWARGS, correction=correction)
+        impalas = call(
+            impala_losses.vtrace_actor_critic_loss, x, baseline_cost=0.5, entropy_cost=0.01, entropy_mask=online,
+            correction=correction,
+        )  # fmt: skip
+        for name, value in impalas._asdict().items():
+            assert float(getattr(corrected, name)) == pytest.approx(float(value), rel=1e-6, abs=1e-7), correction
     # The reference agrees, and an infinite threshold (nothing rejected) takes the trust-region path to the same loss.
     reference = reference_loss(x, NUM_ONLINE, None, 0.5, 0.01)
     everything = call(losses.laser_loss, x, trust_region_threshold=math.inf, **LOSS_KWARGS)
@@ -232,6 +278,13 @@ def test_planted_bugs_fail_the_check(monkeypatch):
 
     planted(trust_region, "kl_to_implied", kl_to_mu)
     check_loss(x)  # Unpatched again.
+
+    # The IS weights ignored (App. A.2's prioritized loss without its correction).
+    with monkeypatch.context() as patch:
+        patch.setattr(losses, "weighted", lambda mask, weights: mask)
+        with pytest.raises(AssertionError):
+            check_loss(x, weights=WEIGHTS)
+    check_loss(x, weights=WEIGHTS)  # Unpatched again.
 
 
 # Config. ----------------------------------------------------------------------
@@ -287,6 +340,11 @@ def test_presets_batches():
         ({"correction": "epsilon"}, "use correction=vtrace or trust_region=False"),
         ({"min_replay_size": 30_000}, "min_replay_size=30000 exceeds replay_capacity=20000"),
         ({"min_replay_size": 65 * 9}, "exceed queue_size=64 unrolls"),
+        ({"replay_priority": "td_error"}, "unknown replay_priority 'td_error'; accepted: uniform, critic_loss"),
+        ({"priority_exponent": -0.5}, "priority_exponent=-0.5: must be >= 0"),
+        ({"importance_sampling_exponent": 1.5}, "importance_sampling_exponent=1.5: must be in [0, 1]"),
+        ({"importance_sampling_exponent": -0.1}, "importance_sampling_exponent=-0.1: must be in [0, 1]"),
+        ({"replay_priority": "critic_loss", "sweep_member": 0}, "replay_priority=critic_loss in a sweep"),
     ],
 )
 def test_impossible_configs_are_one_line_usage_errors(fields, message):
@@ -302,6 +360,23 @@ def test_edge_configs_are_accepted():
     dataclasses.replace(TOY, trust_region_threshold=0.0)
     no_replay = dataclasses.replace(TOY, replay_fraction=0.0, replay_capacity=1)  # No replay: capacity unused.
     assert no_replay.replay_batch_size == 0
+    for beta in (0.0, 0.5, 1.0):
+        dataclasses.replace(TOY, replay_priority="critic_loss", importance_sampling_exponent=beta)
+    assert dataclasses.replace(TOY, replay_priority="critic_loss", priority_exponent=0.0).prioritized_replay
+    assert not dataclasses.replace(no_replay, replay_priority="critic_loss").prioritized_replay  # No replay to weight.
+
+
+def test_app_a2_preset_and_its_arms():
+    """Fig. 4 right: 50% replay, a smaller replay; uniform, and prioritized with beta 0.5 and 1."""
+    preset = PRESETS["minatar_laser_a2"]
+    assert (preset.online_batch_size, preset.replay_batch_size) == (8, 8)
+    assert preset.replay_capacity == 0.3 * PRESETS["minatar_laser"].replay_capacity  # 3M of the paper's 10M.
+    assert preset.replay_priority == "uniform" and not preset.prioritized_replay
+    assert (PRESETS["atari_laser"].priority_exponent, preset.importance_sampling_exponent) == (0.6, 1.0)
+    for beta in (0.5, 1.0):
+        arm = dataclasses.replace(preset, replay_priority="critic_loss", importance_sampling_exponent=beta)
+        sampler = agent.replay_table(arm).info.sampler_options
+        assert arm.prioritized_replay and sampler.prioritized.priority_exponent == 0.6
 
 
 # Batches on a live Reverb server. -----------------------------------------------
@@ -468,3 +543,118 @@ def test_learner_step_adds_the_fresh_frames_only(fraction, batch_size):
         metrics = learner.step(random_batch(config, rng))
     assert learner.frame_count == 3 * config.dequeued_per_step * config.unroll_length
     assert {"accepted", "replay_accepted", "mean_kl"} <= set(metrics)
+
+
+# Prioritized replay (App. A.2). -------------------------------------------------
+
+PRIORITIZED = dataclasses.replace(TOY, replay_priority="critic_loss", importance_sampling_exponent=0.5)
+
+
+def reference_importance_weights(probabilities, table_size, beta):
+    """PER §3.4 written out: w_i = (1/N 1/P(i))^beta, divided by the batch's largest."""
+    raw = [(1.0 / table_size / p) ** beta for p in probabilities]
+    return np.array([w / max(raw) for w in raw])
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.5, 1.0])
+def test_importance_weights_from_the_sample_probabilities(beta):
+    probabilities = np.array([0.05, 0.2, 0.01, 0.2, 0.125])
+    info = reverb.SampleInfo(
+        key=tf.constant(range(5), tf.uint64), probability=tf.constant(probabilities, tf.float64),
+        table_size=tf.fill([5], tf.constant(40, tf.int64)), priority=tf.ones(5, tf.float64),
+        times_sampled=tf.ones(5, tf.int32),
+    )  # fmt: skip
+    weights = priorities.CriticLossPriorities(None, agent.REPLAY_TABLE, beta).importance_weights(info)
+    np.testing.assert_allclose(weights, reference_importance_weights(probabilities, 40, beta), rtol=1e-12)
+    assert weights.max() == 1.0 and (beta == 0.0 or weights[2] == 1.0)  # The least likely sample has the largest.
+    if beta:
+        assert weights[1] == weights[3] < weights[0] < 1.0
+
+
+def test_normalised_priorities_keep_the_running_maximum_at_one():
+    first, scale = priorities.normalised_priorities(np.array([0.5, 2.0, 0.0]), 0.0)
+    eps = priorities.EPSILON
+    np.testing.assert_allclose(first, [(0.5 + eps) / (2 + eps), 1.0, eps / (2 + eps)], rtol=1e-12)
+    assert scale == 2.0 + eps
+    second, scale = priorities.normalised_priorities(np.array([1.0]), scale)  # Below the maximum: M stays.
+    np.testing.assert_allclose(second, [(1 + eps) / (2 + eps)], rtol=1e-12)
+    third, scale = priorities.normalised_priorities(np.array([4.0, 1.0]), scale)  # A new maximum.
+    np.testing.assert_allclose(third, [1.0, (1 + eps) / (4 + eps)], rtol=1e-12)
+    assert scale == 4.0 + eps
+
+
+def test_the_prioritized_replay_samples_by_p_to_the_alpha(serve):
+    """P(i) = p_i^alpha / sum_k p_k^alpha (PER eq. 1), as Reverb reports it and as it samples (10K draws)."""
+    client, _ = serve(PRIORITIZED)
+    levels = [0.05, 0.2, 1.0, 0.6]
+    stored = levels * 4  # 16 items: more than the table's minimum size, a replay batch (14).
+    for priority in stored:
+        client.insert([np.zeros(1)], priorities={agent.REPLAY_TABLE: priority})
+    total = np.sum(np.power(stored, PRIORITIZED.priority_exponent))
+    expected = {p: p**PRIORITIZED.priority_exponent / total for p in levels}  # One item's P.
+    counts = dict.fromkeys(levels, 0)
+    draws = 10_000
+    for sample in client.sample(agent.REPLAY_TABLE, num_samples=draws, emit_timesteps=False):
+        priority = sample.info.priority
+        assert sample.info.probability == pytest.approx(expected[priority], rel=1e-9)
+        counts[priority] += 1
+    for priority, count in counts.items():  # Each level's 4 items, within 5 standard deviations.
+        p = 4 * expected[priority]
+        assert abs(count - draws * p) < 5 * np.sqrt(draws * p * (1 - p)), (priority, count)
+
+
+def test_prioritized_learner_weights_and_writes_the_sampled_keys_critic_losses(serve):
+    config = PRIORITIZED
+    online = config.online_batch_size
+    client, address = serve(config)
+    learner = agent.MixedLearner(config, client, address)
+    learner.start()
+    write_catch_unrolls(client, config, learner.spec, 2 * config.batch_size)
+    samples, written, real_mutate = [], [], client.mutate_priorities
+    batches = learner._batches
+
+    def spy_batches():
+        for pair in batches:
+            if pair is not None:
+                samples.append(pair[1][0])  # The replayed batch's SampleInfo.
+            yield pair
+
+    def spy_mutate(table, updates):
+        written.append((table, dict(updates)))
+        real_mutate(table, updates=updates)
+
+    learner._batches, client.mutate_priorities = spy_batches(), spy_mutate
+    scale = 0.0
+    for step in range(3):
+        metrics = learner.step().metrics
+        info, critic_losses = samples[step], learner.learner.critic_losses
+        assert critic_losses.shape == (config.batch_size,) and np.all(critic_losses >= 0)
+        weights = np.concatenate(
+            [np.ones(online), reference_importance_weights(info.probability.numpy(), int(info.table_size[0]), 0.5)]
+        )
+        # The summed baseline term is sum_i w_i T L_i: the weights were applied and L_i is unroll i's share.
+        assert metrics["baseline_loss"] == pytest.approx(config.unroll_length * np.sum(weights * critic_losses), 1e-4)
+        assert metrics["importance_weight_min"] == pytest.approx(weights.min(), rel=1e-9)
+        # Exactly the sampled keys, each at (L_i + eps) / M, M the running maximum; at most 1, new items' priority.
+        scale = max(scale, critic_losses[online:].max() + priorities.EPSILON)
+        expected = {}
+        for key, loss in zip(info.key.numpy().tolist(), critic_losses[online:]):
+            expected[key] = (loss + priorities.EPSILON) / scale  # A key sampled twice keeps its last.
+        table, updates = written[step]
+        assert table == agent.REPLAY_TABLE and updates.keys() == expected.keys()
+        np.testing.assert_allclose(list(updates.values()), list(expected.values()), rtol=1e-6)
+        assert max(updates.values()) <= 1.0
+    assert len(written) == 3 and len(samples) >= 3
+    # Reverb holds them: every item seen has its last written priority, or 1.0 if never sampled.
+    last = {key: p for _, updates in written for key, p in updates.items()}
+    sampled_since = {key for info in samples[3:] for key in info.key.numpy().tolist()}  # Drawn ahead, not yet updated.
+    for sample in client.sample(agent.REPLAY_TABLE, num_samples=500, emit_timesteps=False):
+        key, priority = sample.info.key, sample.info.priority
+        assert priority == pytest.approx(last.get(key, 1.0), rel=1e-12) or key in sampled_since
+
+
+def test_uniform_learner_refuses_importance_weights():
+    learner = Learner(TOY, networks.make(TOY, CATCH, A))
+    learner.build(random_batch(TOY, np.random.default_rng(0)))
+    with pytest.raises(ValueError, match="need prioritized replay"):
+        learner.step(random_batch(TOY, np.random.default_rng(1)), np.ones(TOY.batch_size))

@@ -36,6 +36,13 @@ def test_a_sweep_outside_the_grid_is_refused(count):
         sweep_members(PRESETS["toy_laser"], count)
 
 
+def test_a_prioritized_sweep_is_refused():
+    """§5.2: priorities from one agent's critic are ill-defined on a replay the sweep shares."""
+    base = dataclasses.replace(PRESETS["toy_laser"], replay_priority="critic_loss")
+    with pytest.raises(UsageError, match="replay_priority=critic_loss in a sweep"):
+        sweep_members(base, 2)
+
+
 def test_members_have_their_own_queue_and_parameters_and_share_the_replay():
     members = sweep_members(PRESETS["toy_laser"], 3)
     names = [t.name for t in agent.sweep_tables(members)]
@@ -81,6 +88,7 @@ def test_sweep_bad_input_is_one_line_and_leaves_nothing(tmp_path):
         (["--agents=0"], "1 to 9 members"),
         (["--config_override=replay_fraction=1.5"], "replay_fraction=1.5"),
         (["--config_override=sweep_member=3"], "sweep_member is set by laser.sweep"),
+        (["--config_override=replay_priority=critic_loss"], "replay_priority=critic_loss in a sweep"),
     ):
         directory = tmp_path / "sweep"
         result = subprocess.run(

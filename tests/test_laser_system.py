@@ -3,7 +3,8 @@
 Learning is asserted on the return, never on the time: the toy preset (87.5%
 replay, the trust region) learns Catch, and its run evaluates. Bad input is one
 line, exit 2, and leaves no run directory behind; a resume that would change
-the replay fraction is refused and changes nothing.
+the replay fraction is refused and changes nothing. A prioritized run (App. A.2)
+weights its replayed unrolls below 1, moves their priorities, and resumes.
 """
 
 import csv
@@ -15,6 +16,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 TRAIN = [sys.executable, "-m", "laser.train"]
@@ -51,6 +53,8 @@ def snapshot(directory: pathlib.Path) -> dict[str, bytes]:
         (["correction=none"], "with trust_region=True"),
         (["min_replay_size=30000"], "exceeds replay_capacity=20000"),
         (["min_replay_size=1000"], "exceed queue_size=64 unrolls"),
+        (["replay_priority=rank"], "unknown replay_priority 'rank'; accepted: uniform, critic_loss"),
+        (["importance_sampling_exponent=2"], "importance_sampling_exponent=2.0: must be in [0, 1]"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, overrides, fragment):
@@ -102,3 +106,31 @@ def test_resume_refuses_a_changed_replay_fraction(trained, tmp_path):
     result = run(f"--run_dir={copy}", "--resume", "--config_override=replay_fraction=0.5", timeout=120)
     assert_one_line_error(result, "replay_fraction would change", "may change only")
     assert snapshot(copy) == before
+
+
+def scalars(directory: pathlib.Path, tag: str) -> list[float]:
+    """Every value TensorBoard holds for `tag` in the run's tb/ directory."""
+    values = []
+    for path in sorted((directory / "tb").glob("events.out.tfevents.*")):
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            values += [float(tf.make_ndarray(v.tensor)) for v in event.summary.value if v.tag == tag]
+    return values
+
+
+@pytest.mark.slow
+def test_prioritized_replay_weights_moves_priorities_and_resumes(tmp_path):
+    directory = tmp_path / "run"
+    overrides = ["replay_priority=critic_loss", "importance_sampling_exponent=0.5", "log_every_s=0.5"]
+    flags = [f"--config_override={override}" for override in overrides]
+    result = run("--preset=toy_laser", f"--run_dir={directory}", "--frames=3000", *flags, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    config = json.loads((directory / "config.json").read_text())
+    assert config["replay_priority"] == "critic_loss" and config["importance_sampling_exponent"] == 0.5
+    weights = scalars(directory, "learner/importance_weight_min")
+    mean_priorities = scalars(directory, "learner/priority_mean")
+    assert weights and min(weights) < 1.0 and max(weights) <= 1.0
+    assert all(0.0 < p <= 1.0 for p in mean_priorities) and len(set(mean_priorities)) > 1
+    resumed = run(f"--run_dir={directory}", "--resume", "--frames=4000", timeout=300)  # The learner's state restores.
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resumed from" in resumed.stdout and json.loads((directory / "final.json").read_text())["frames"] >= 4000

@@ -3,7 +3,7 @@
 | agent  | tables                                                  |
 | ------ | ------------------------------------------------------- |
 | IMPALA | `queue` (FIFO, each item sampled once), `params`        |
-| LASER  | IMPALA's plus `replay` (uniform, FIFO eviction)         |
+| LASER  | IMPALA's plus `replay` (uniform or prioritized, FIFO)   |
 | PER    | `replay` (prioritized, FIFO eviction), `params` (actors) |
 """
 
