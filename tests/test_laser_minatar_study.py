@@ -12,13 +12,14 @@ from tests.test_cli import assert_one_line_usage_error, run
 
 
 def resolve(arm: _studies.Arm):
-    return config_lib.resolve(PRESETS, _studies.PRESET, config_lib.Request(overrides=arm.overrides), "laser config")
+    request = config_lib.Request(preset=arm.preset, overrides=arm.overrides)
+    return config_lib.resolve(PRESETS, arm.preset, request, "laser config")
 
 
 @pytest.mark.parametrize("name", list(_studies.ARMS))
 def test_every_arm_is_a_valid_config_that_changes_only_its_overrides(name):
     arm = _studies.ARMS[name]
-    config, preset = resolve(arm), PRESETS[_studies.PRESET]
+    config, preset = resolve(arm), PRESETS[arm.preset]
     changed = {f.name for f in dataclasses.fields(config) if getattr(config, f.name) != getattr(preset, f.name)}
     assert changed <= {o.split("=")[0] for o in arm.overrides}
     if arm.sweep:
@@ -43,6 +44,11 @@ def test_the_arms_set_what_the_papers_compare():
         for fraction in (0.0, 0.5)  # IMPALA §5.2.2: 50% of each batch from replay.
     }
     assert not any(c.trust_region for c in table2)
+    a2 = [config[a] for a in _studies.STUDIES["figA4_prioritized"].arms]
+    assert [(c.replay_fraction, c.replay_priority) for c in a2] == [
+        (0.0, "uniform"), (0.5, "uniform"), (0.5, "critic_loss"), (0.5, "critic_loss")
+    ]  # fmt: skip
+    assert [c.importance_sampling_exponent for c in a2[2:]] == [0.5, 1.0]  # App. A.2: partial and full correction.
     assert len(_studies.STUDIES["impala_table2"].games) >= 3
 
 

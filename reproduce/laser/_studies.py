@@ -12,6 +12,7 @@ import dataclasses
 import numpy as np
 
 PRESET = "minatar_laser"
+A2_PRESET = "minatar_laser_a2"  # App. A.2's replay settings (Fig. 4 right).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,6 +20,7 @@ class Arm:
     label: str
     overrides: tuple[str, ...] = ()  # `--config_override` NAME=VALUE over the preset.
     sweep: bool = False  # A shared-replay sweep (`laser.sweep`) instead of one agent.
+    preset: str = PRESET
 
 
 def _table2_arms() -> dict[str, Arm]:
@@ -43,6 +45,15 @@ ARMS = {
     "capacity20k": Arm("87.5% replay, 20K capacity", ("replay_capacity=20000",)),
     "capacity100k": Arm("87.5% replay, 100K capacity", ("replay_capacity=100000",)),
     **_table2_arms(),
+    # App. A.2 / Fig. 4 right: 50% replay of a smaller replay, uniform or by the critic's loss.
+    "a2_no_replay": Arm("no replay", ("replay_fraction=0.0",), preset=A2_PRESET),
+    "a2_uniform": Arm("uniform replay", (), preset=A2_PRESET),
+    "a2_prioritized_beta05": Arm(
+        "prioritized, beta 0.5", ("replay_priority=critic_loss", "importance_sampling_exponent=0.5"), preset=A2_PRESET
+    ),
+    "a2_prioritized_beta1": Arm(
+        "prioritized, beta 1", ("replay_priority=critic_loss", "importance_sampling_exponent=1.0"), preset=A2_PRESET
+    ),
     "sweep_no_replay": Arm("no replay", ("replay_fraction=0.0",), sweep=True),
     "sweep_shared": Arm("shared replay, no trust region", _NO_TRUST_REGION, sweep=True),
     "sweep_shared_tr": Arm("shared replay + trust region", (), sweep=True),
@@ -75,6 +86,10 @@ STUDIES = {
     "figA4_rho_bar": Study(
         "App. Fig. 4 left: larger rho_bar instead of a trust region",
         ("sweep_shared", "sweep_shared_rho2", "sweep_shared_rho4"),
+    ),
+    "figA4_prioritized": Study(
+        "App. Fig. 4 right: uniform against prioritized replay",
+        ("a2_no_replay", "a2_uniform", "a2_prioritized_beta05", "a2_prioritized_beta1"),
     ),
     "impala_table2": Study(
         "IMPALA Table 2: off-policy corrections without and with replay",

@@ -17,6 +17,9 @@ Studies (results/laser/<profile>/<stem>.{csv,md,png,provenance.json}):
   with the trust region, and the no-replay sweep; the best member per point;
 * `figA4_rho_bar`: App. Fig. 4 left, the shared sweep without trust region at
   rho_bar in {1, 2, 4};
+* `figA4_prioritized`: App. Fig. 4 right (preset `minatar_laser_a2`: 50%
+  replay), no replay, uniform, and prioritized by the critic's loss at
+  beta 0.5 and 1;
 * `impala_table2`: IMPALA Table 2, V-trace, 1-step IS, epsilon-correction and
   no correction, without replay and with 50% of each batch replayed.
 
@@ -51,7 +54,17 @@ from common import cli, provenance  # noqa: E402
 from common.envs.minatar import GAMES  # noqa: E402
 from common.errors import UsageError  # noqa: E402
 from reproduce import _runs  # noqa: E402
-from reproduce.laser._studies import ARMS, PRESET, SCALES, STUDIES, Arm, Scale, Study, best_curve  # noqa: E402
+from reproduce.laser._studies import (  # noqa: E402
+    A2_PRESET,
+    ARMS,
+    PRESET,
+    SCALES,
+    STUDIES,
+    Arm,
+    Scale,
+    Study,
+    best_curve,
+)
 
 reproduce.define_flags()
 # The quick profile's smoke run covers both paths (lone agents, a shared-replay sweep) in a few minutes.
@@ -75,7 +88,7 @@ def member_dirs(sweep_dir: pathlib.Path) -> list[pathlib.Path]:
 
 def run_job(arm: Arm, game: str, seed: int, scale: Scale, run_dir: pathlib.Path) -> list[pathlib.Path]:
     """Trains (or resumes, or keeps) one job; returns its agents' run directories."""
-    base = [f"--preset={PRESET}", f"--env=minatar:{game}", f"--frames={scale.frames}", f"--seed={seed}"]
+    base = [f"--preset={arm.preset}", f"--env=minatar:{game}", f"--frames={scale.frames}", f"--seed={seed}"]
     overrides = [f"--config_override={o}" for o in arm.overrides]
     if not arm.sweep:
         _runs.train("laser.train", run_dir, [*base, *overrides])
@@ -142,7 +155,8 @@ def markdown(stem: str, study: Study, rows: list[dict], missing: list[str], prof
     lines = [
         f"# {scale_note}: LASER {study.title}, MinAtar, {scale.frames:,} fresh frames per agent",
         "",
-        f"Preset `{PRESET}` (B = 16; 87.5% replay, 500K observations, trust region) with each arm's changes.",
+        f"Each arm is preset `{' / '.join(sorted({ARMS[a].preset for a in study.arms}))}` with its own changes",
+        f"(`{PRESET}`: B = 16, 87.5% replay, 500K observations, trust region; `{A2_PRESET}`: 50% replay, 150K).",
         "`last100`: mean return of the agent's last 100 training episodes; `mean_return`: over all its",
         "episodes (data efficiency)."
         + (f" A sweep has {scale.sweep_agents} members (learning rate x entropy cost, {{1/2, 1, 2}} x the"
