@@ -1,7 +1,8 @@
 """Runs every reproduce script: `python -m reproduce --profile quick`.
 
 Scripts are found, not listed: every module `reproduce/<paper>/<study>.py`
-whose name does not start with an underscore.
+whose name does not start with an underscore, except the benchmark-suite
+driver in `reproduce/suite/`, which is not a study.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def discover() -> list[str]:
     """Module names of all reproduce scripts, sorted."""
     found = []
     for package in pkgutil.iter_modules(reproduce.__path__):
-        if not package.ispkg or package.name.startswith("_"):
+        if not package.ispkg or package.name.startswith("_") or package.name == "suite":
             continue
         path = [f"{reproduce.__path__[0]}/{package.name}"]
         for module in pkgutil.iter_modules(path):

@@ -1,0 +1,202 @@
+"""The benchmark-suite driver (`python -m reproduce.suite`) and its aggregation.
+
+Entry points run as subprocesses (their absl flags would collide in-process);
+the pure helpers (`_plan`, `_stats`) are tested directly.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from common.errors import UsageError
+from reproduce import REPO_ROOT
+from reproduce.suite import _plan, _stats
+
+TOY = ["--agent=impala", "--preset=toy", "--suite=toy:catch,minatar:breakout", "--frames=3000"]
+TIMEOUT_S = 850
+
+
+def _suite(*args: str, module: str = "reproduce.suite") -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", module, *args]
+    return subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+def _suite_config(**changes) -> _plan.Suite:
+    fields = dict(agent="impala", preset="toy", suite="x", games=("toy:catch", "minatar:breakout"), seeds=(0, 1))
+    return _plan.Suite(**{**fields, "frames": 3000, "eval_episodes": 0, **changes})
+
+
+def _finish(run_dir: pathlib.Path, steps: int, mean_return: float | None, frames: int = 3000, wall: float = 10.0):
+    """A run directory as training and evaluation leave it (only the files the suite reads)."""
+    run_dir.mkdir(parents=True)
+    final = {"frames": frames, "learner_steps": steps, "wall_time_s": wall}
+    (run_dir / "final.json").write_text(json.dumps(final))
+    if mean_return is not None:
+        (run_dir / f"eval_step{steps}.json").write_text(json.dumps({"mean_return": mean_return, "episodes": 5}))
+
+
+@pytest.mark.parametrize("text", ["1", "1/1", "-1/2", "a/b", "2/1", "0/0", " 0/2"])
+def test_malformed_shards_are_usage_errors(text):
+    with pytest.raises(UsageError, match="--shard"):
+        _plan.parse_shard(text)
+
+
+def test_shards_partition_the_jobs():
+    suite = _suite_config(seeds=(0, 1, 2))
+    every = _plan.jobs(suite)
+    assert len(every) == 6 and every[:2] == [_plan.Job("toy:catch", 0), _plan.Job("minatar:breakout", 0)]
+    shards = [_plan.jobs(suite, _plan.parse_shard(f"{i}/4")) for i in range(4)]
+    assert sorted(job for shard in shards for job in shard) == sorted(every)
+    assert [len(shard) for shard in shards] == [2, 2, 1, 1]
+
+
+def test_state_needs_the_evaluation_of_the_final_checkpoint(tmp_path):
+    assert _plan.state(tmp_path / "never") == "todo"
+    (tmp_path / "started").mkdir()
+    assert _plan.state(tmp_path / "started") == "partial"
+    _finish(tmp_path / "trained", steps=7, mean_return=None)
+    (tmp_path / "trained" / "eval_step3.json").write_text("{}")  # An older checkpoint's evaluation.
+    assert _plan.state(tmp_path / "trained") == "partial"
+    _finish(tmp_path / "done", steps=7, mean_return=0.5)
+    assert _plan.state(tmp_path / "done") == "done" and _plan.evaluation(tmp_path / "done")["mean_return"] == 0.5
+
+
+def test_frame_rate_is_measured_from_finished_runs_else_a_default(tmp_path):
+    suite = _suite_config()
+    assert _plan.frame_rate(suite, tmp_path) == _plan.TOY_RATE  # The slowest family (toy: start-up bound) sets it.
+    _finish(tmp_path / "catch_s0", steps=1, mean_return=1.0, frames=3000, wall=10.0)
+    _finish(tmp_path / "breakout_s1", steps=1, mean_return=1.0, frames=1000, wall=30.0)
+    rate, source = _plan.frame_rate(suite, tmp_path)
+    assert rate == pytest.approx(4000 / 40) and "measured" in source
+    assert _plan.estimate_s(pending=3, frames=1000, rate=100.0, parallel=2) == 20.0  # 2 rounds of 10 s.
+
+
+def test_a_suite_directory_keeps_its_agent_preset_and_budget(tmp_path):
+    saved = _suite_config(seeds=(0,))
+    with pytest.raises(UsageError, match="preset=toy, not minatar"):
+        _plan.check_same(saved, _suite_config(preset="minatar"), tmp_path)
+    with pytest.raises(UsageError, match="frames"):
+        _plan.check_same(saved, _suite_config(frames=10), tmp_path)
+    merged = _plan.merge(saved, _suite_config(games=("toy:catch",), seeds=(2, 0)))
+    assert merged.games == saved.games and merged.seeds == (0, 2)
+
+
+def test_normalisation_per_family():
+    assert _stats.normalized("impala", "minatar:breakout", 20.6) == pytest.approx(2.0)  # Young & Tian DQN: 10.3.
+    assert _stats.normalized("impala", "toy:catch", -0.5) == -0.5
+    # Pong: random -20.7, human 14.6 in the no-op table.
+    assert _stats.normalized("impala", "atari:pong", 14.6) == pytest.approx(1.0)
+
+
+def test_aggregates_match_their_definitions():
+    """Agarwal et al. 2021: median over games of the per-game mean over runs; IQM = 25%-trimmed mean of all
+    runs; CIs from a stratified bootstrap over runs, which collapse when every run of a game agrees."""
+    matrix = np.array([[0.1, 2.0, 0.5, 0.3], [0.3, 4.0, 0.7, 0.1]])  # [seeds, games]
+    rows = {row["statistic"]: row for row in _stats.aggregates(matrix, reps=100)}
+    assert rows["median"]["value"] == pytest.approx(np.median(matrix.mean(axis=0)))
+    assert rows["mean"]["value"] == pytest.approx(matrix.mean())
+    assert rows["iqm"]["value"] == pytest.approx(scipy.stats.trim_mean(matrix.ravel(), 0.25))
+    assert rows["mean_capped"]["value"] == pytest.approx(np.minimum(matrix, 1.0).mean())
+    for row in rows.values():
+        assert row["ci_low"] <= row["value"] <= row["ci_high"]
+    constant = {row["statistic"]: row for row in _stats.aggregates(np.tile(matrix[:1], (3, 1)), reps=50)}
+    assert constant["mean"]["ci_low"] == pytest.approx(constant["mean"]["ci_high"])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--agent=dqn", *TOY[1:]], "agent"),
+        ([*TOY[:2], "--suite=nope", TOY[3]], "unknown suite 'nope'"),
+        ([*TOY[:2], "--suite=dmlab30", TOY[3]], "dmlab30 is not supported yet"),
+        ([*TOY[:2], "--suite=toy:catch,toy:nope", TOY[3]], "unknown toy name 'nope'"),
+        ([*TOY, "--shard=2/2"], "--shard"),
+        ([*TOY, "--seeds=0"], "--seeds"),
+        ([*TOY, "--engine=ray"], "only `local`"),
+        (["--agent=impala", "--preset=toy_laser", *TOY[2:]], "unknown impala preset 'toy_laser'"),
+    ],
+)
+def test_bad_input_is_one_line_and_creates_nothing(tmp_path, args, message):
+    result = _suite(*args, f"--suite_dir={tmp_path / 'suite'}")
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
+    assert not (tmp_path / "suite").exists()
+
+
+def test_a_suite_directory_of_another_preset_is_refused(tmp_path):
+    _plan.save_suite(_suite_config(preset="minatar"), tmp_path)
+    before = (tmp_path / "suite.json").read_text()
+    result = _suite(*TOY, f"--suite_dir={tmp_path}")
+    assert result.returncode == 2 and "preset=minatar, not toy" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert (tmp_path / "suite.json").read_text() == before and sorted(tmp_path.iterdir()) == [tmp_path / "suite.json"]
+
+
+@pytest.mark.slow
+def test_toy_suite_runs_skips_retries_and_aggregates(tmp_path):
+    suite_dir = tmp_path / "suite"
+    args = [*TOY, "--seeds=2", "--eval_episodes=5", "--jobs=2", f"--suite_dir={suite_dir}"]
+    # A job whose run directory holds a corrupt config.json is resumed, fails, is retried once and fails
+    # again; the other jobs finish.
+    broken = suite_dir / "breakout_s1"
+    broken.mkdir(parents=True)
+    (broken / "config.json").write_text("{not json")
+    first = _suite(*args)
+    assert first.returncode == 1, first.stdout + first.stderr
+    log = suite_dir / "logs" / "breakout_s1.log"
+    assert f"breakout_s1: failed with exit status 2 (attempt 1), log {log}; retrying once" in first.stderr
+    assert "breakout_s1: failed with exit status 2 (attempt 2)" in first.stderr
+    assert "failed twice: breakout_s1" in first.stderr
+    assert log.read_text().count("== attempt") == 2 and "--resume" in log.read_text()
+    assert [_plan.state(suite_dir / name) for name in ("catch_s0", "breakout_s0", "catch_s1")] == ["done"] * 3
+
+    saved = (suite_dir / "suite.json").read_text()
+    dry = _suite(*args, "--dry_run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.count(" done ") == 3 and " partial " in dry.stdout and "1 to run" in dry.stdout
+    assert "measured from this suite's finished runs" in dry.stdout
+    assert (suite_dir / "suite.json").read_text() == saved
+
+    shutil.rmtree(broken)
+    second = _suite(*args)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert second.stdout.count("done earlier, kept") == 3 and "breakout_s1: done" in second.stdout
+    third = _suite(*args)
+    assert third.returncode == 0 and third.stdout.count("done earlier, kept") == 4 and "started" not in third.stdout
+
+    aggregate = _suite(str(suite_dir), "--reps=100", module="reproduce.suite.aggregate")
+    assert aggregate.returncode == 0, aggregate.stderr
+    with open(suite_dir / "per_game.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted((r["game"], r["seed"]) for r in rows) == sorted(
+        (game, str(seed)) for game in ("catch", "breakout") for seed in (0, 1)
+    )
+    for row in rows:
+        run_dir = suite_dir / f"{row['game']}_s{row['seed']}"
+        final = json.loads((run_dir / "final.json").read_text())
+        evaluated = json.loads((run_dir / f"eval_step{final['learner_steps']}.json").read_text())
+        assert float(row["score"]) == evaluated["mean_return"] and int(row["frames"]) == final["frames"] >= 3000
+        reference = 10.3 if row["game"] == "breakout" else 1.0  # Young & Tian's DQN; Catch's maximum.
+        assert float(row["normalized"]) == pytest.approx(evaluated["mean_return"] / reference)
+    with open(suite_dir / "aggregate.csv", newline="") as f:
+        summary = {r["statistic"]: r for r in csv.DictReader(f)}
+    assert {"median", "mean", "iqm"} <= set(summary) and set(next(iter(summary.values()))) == {
+        "statistic", "value", "ci_low", "ci_high"
+    }  # fmt: skip
+    assert float(summary["mean"]["value"]) == pytest.approx(np.mean([float(r["normalized"]) for r in rows]))
+    assert "Young & Tian" in (suite_dir / "aggregate.md").read_text()
+    assert (suite_dir / "per_game.png").stat().st_size and (suite_dir / "aggregate.png").stat().st_size
+
+
+def test_the_suite_package_is_not_a_reproduce_study():
+    result = _suite("--only=suite", module="reproduce")
+    assert result.returncode == 2 and "no reproduce script matches --only='suite'" in result.stderr
