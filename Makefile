@@ -27,7 +27,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test: lint
-	$(BIN)/python -m pytest tests
+	# Whole files per worker: a module's expensive fixtures (trained runs) are built once.
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadfile tests
 
 reproduce: $(STAMP)
 	$(BIN)/python -m reproduce --profile $(PROFILE)
