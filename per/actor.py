@@ -11,6 +11,10 @@ truncation the next observation already belongs to the next episode: the
 transition is stored as terminal (the common shortcut; a truncation happens
 once per 108K Atari frames). A life loss with `terminal_on_life_loss` is a
 terminal of training, and the game goes on.
+
+`ApexActor` is the loop of an actor process (Ape-X style, Horgan et al.
+2018): the `Actor` with the learner's newest parameters, writing into the
+replay and reporting finished games to the learner through Reverb.
 """
 
 from __future__ import annotations
@@ -18,9 +22,12 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+import reverb
 import tensorflow as tf
 
+from common.reverb import variables as reverb_variables
 from per.networks import QNetwork
+from per.replay import PrioritizedReplay
 
 
 class Transition(NamedTuple):
@@ -45,6 +52,8 @@ class Actor:
         ).get_concrete_function(tf.TensorSpec([None, *self._observation.shape[1:]], self._observation.dtype))
         self._return = np.zeros(env.num_envs, np.float64)
         self._length = np.zeros(env.num_envs, np.int64)
+
+    network = property(lambda self: self._network)  # Q(., .; theta), whose variables the policy reads.
 
     def actions(self, observation: np.ndarray, epsilon: float) -> np.ndarray:
         n = len(observation)
@@ -71,3 +80,75 @@ class Actor:
         self._return[game_over], self._length[game_over] = 0.0, 0
         self._observation = next_observation
         return transitions, episodes
+
+
+class Broadcast(NamedTuple):
+    """What the learner publishes for its actors beside the online network's weights."""
+
+    max_priority: float  # Algorithm 1, line 6: new transitions enter at max_i p_i.
+    epsilon: float  # Training epsilon at the learner's count of agent steps.
+
+
+def publish(client: reverb.Client, network: QNetwork, broadcast: Broadcast) -> None:
+    """The learner's side: theta and the broadcast, as the newest parameters."""
+    reverb_variables.publish(client, network.trainable_variables, extras=[np.array(broadcast, np.float64)])
+
+
+def fetch(client: reverb.Client, network: QNetwork) -> Broadcast:
+    """An actor's side: copies the newest theta into `network`; what came with it."""
+    *values, extras = reverb_variables.fetch(client)
+    reverb_variables.assign(network.trainable_variables, values)
+    return Broadcast(*extras.tolist())
+
+
+def read_episodes(client: reverb.Client, table: str, count: int) -> list[tuple[float, int]]:
+    """Takes the `count` oldest (return, length) from the `table` queue that `ApexActor`s write."""
+    episodes = []
+    for sample in client.sample(table, num_samples=count, emit_timesteps=False):
+        episode_return, length = sample.data[0][0]  # The item's one column, of one step.
+        episodes.append((float(episode_return), int(length)))
+    return episodes
+
+
+class ApexActor:
+    """An actor process: acts with the learner's newest parameters, stores transitions, reports games.
+
+    Every `params_period` of its agent steps it copies the learner's newest
+    publication (`fetch`): theta, the running maximum priority its new
+    transitions then enter at (Algorithm 1, line 6; rank-based replay stores
+    rank 1's priority and needs none), and epsilon, held until the next copy.
+    Transitions go to the replay through `replay` (a writer that is not the
+    table's only one); each finished game's (return, length) becomes an item
+    of the `episodes_table` queue, which the learner drains (`read_episodes`).
+    """
+
+    def __init__(
+        self, actor: Actor, replay: PrioritizedReplay, client: reverb.Client, episodes_table: str, params_period: int
+    ):
+        self._actor, self._replay, self._client = actor, replay, client
+        self._episodes_table, self._params_period = episodes_table, params_period
+        # A queue item per game, sent as it is created: nothing waits for a flush.
+        self._episodes = client.trajectory_writer(num_keep_alive_refs=1)
+        self.steps = 0  # Agent steps of this actor.
+        self.broadcast: Broadcast | None = None
+
+    def run(self, num_steps: int | None = None) -> None:
+        """Acts until the process ends, or for at least `num_steps` agent steps."""
+        since_copy = self._params_period  # Copy before the first step.
+        while num_steps is None or self.steps < num_steps:
+            if since_copy >= self._params_period:
+                self.broadcast = fetch(self._client, self._actor.network)
+                self._replay.max_priority = self.broadcast.max_priority
+                since_copy = 0
+            transitions, ended = self._actor.step(self.broadcast.epsilon)
+            for stream, transition in enumerate(transitions):
+                self._replay.add_transition(transition, stream)
+            for episode in ended:
+                self._episodes.append([np.array(episode, np.float64)])
+                self._episodes.create_item(self._episodes_table, 1.0, [self._episodes.history[0][-1:]])
+            self.steps += len(transitions)
+            since_copy += len(transitions)
+
+    def close(self) -> None:
+        self._replay.close()
+        self._episodes.close()

@@ -18,6 +18,14 @@ inserts per batch of `batch_size` samples is the limiter's ratio, and the
 limiter only has to tolerate one batch of drift (`validate` checks it can);
 with actors in other processes the limiter alone sets the pace.
 
+With `num_actors` > 0 (Ape-X style, Horgan et al. 2018) step 1 moves to
+actor processes (`run_actor`, `per.actor.ApexActor`) and `ApexAgent` is the
+learner: steps 2-4, and every `PARAMS_PERIOD` agent steps it publishes theta
+with the running maximum priority and epsilon (`per.actor.Broadcast`). Its
+agent steps, and so frames, the beta schedule, epsilon and `--frames`, are
+the transitions the table has received (its rate limiter's insert count);
+finished games come through the `episodes` queue.
+
 Each env stream's frames are stored once, in chunks of `CHUNK_LENGTH`
 steps, and transition items reference them (`per.replay.TransitionWriter`,
 issue #12; measured by `per.benchmark_memory`). The writers flush every
@@ -37,6 +45,7 @@ from __future__ import annotations
 import io
 import pathlib
 import sys
+import time
 from typing import Any
 
 import gymnasium as gym
@@ -49,16 +58,34 @@ from common.errors import UsageError
 from common.networks import check_fits_env
 from common.reverb import tables
 from per import networks
-from per.actor import Actor
+from per.actor import Actor, ApexActor, Broadcast, publish, read_episodes
 from per.config import PerConfig
 from per.learner import FIELDS, Learner
 from per.replay import PrioritizedReplay
 
 REPLAY_TABLE = "replay"
+# Finished games' (return, length), from actor processes to the learner. The
+# learner drains it every step, so it never nears this size and an actor
+# never waits on it.
+EPISODES_TABLE = "episodes"
+EPISODES_CAPACITY = 10_000
 # Steps of an env stream per Reverb chunk. Longer chunks compress better (a
 # chunk of 32 Pong frames costs a fraction of 32 one-frame chunks); see
 # results/per/benchmarks/memory.md.
 CHUNK_LENGTH = 32
+# Agent steps between copies of theta to the actors: the learner publishes
+# every PARAMS_PERIOD agent steps of all actors, an actor copies every
+# PARAMS_PERIOD of its own. Ape-X's actors copied every 400 frames, 100 Atari
+# agent steps (Horgan et al. 2018). At PER's ratio that is 25 updates, small
+# against the target network's period (250 updates on MinAtar, 7,500 on
+# Atari). Publishing every update would not be free: the MinAtar network's
+# 0.8 MB took 2.3 ms to publish here (a loaded machine), half an update.
+PARAMS_PERIOD = 100
+# How long the learner's sample waits on the rate limiter (actors stalled, or
+# restarting) before the learner looks up, e.g. at a Ctrl-C, and tries again.
+SAMPLE_WAIT_MS = 2_000
+# The learner's pause between looks at the table while the actors fill it.
+FILL_WAIT_S = 0.05
 
 
 def replay_table(config: PerConfig) -> reverb.Table:
@@ -67,6 +94,15 @@ def replay_table(config: PerConfig) -> reverb.Table:
         REPLAY_TABLE, config.replay_capacity, config.replay_config.selector_exponent,
         min_size=config.min_replay_size, samples_per_insert=config.samples_per_insert,
     )  # fmt: skip
+
+
+def agent_tables(config: PerConfig) -> list[reverb.Table]:
+    """The replay; theta and the `Broadcast` for actor processes; their finished games.
+
+    Declared whatever `num_actors` is, so a run resumed with another number
+    of actors (an operational field) finds the tables of its checkpoint.
+    """
+    return [replay_table(config), tables.variables(), tables.queue(EPISODES_TABLE, EPISODES_CAPACITY)]
 
 
 def rate_limiter_tolerance(config: PerConfig) -> float:
@@ -94,12 +130,15 @@ def frame_stack(config: PerConfig) -> int:
     return getattr(envs.resolve_options(config.env, **dict(config.env_options)), "frame_stack", 1)
 
 
-def make_replay(config: PerConfig, client: reverb.Client) -> PrioritizedReplay:
-    """The agent's replay client: frames stored once, flushed every chunk of every env stream."""
+def make_replay(config: PerConfig, client: reverb.Client, **options) -> PrioritizedReplay:
+    """The agent's replay client: frames stored once, flushed every chunk of every env stream.
+
+    `options`: `PrioritizedReplay`'s `sole_writer` and `sample_timeout_ms`.
+    """
     length = chunk_length(config)
     return PrioritizedReplay(
         client, config.replay_config, REPLAY_TABLE, flush_every=length * config.envs_per_actor,
-        frame_stack=frame_stack(config), chunk_length=length, max_unseen=unseen_tolerance(config),
+        frame_stack=frame_stack(config), chunk_length=length, max_unseen=unseen_tolerance(config), **options,
     )  # fmt: skip
 
 
@@ -155,21 +194,22 @@ class ReplayState(tf.train.experimental.PythonState):
                 r._rank._unseen = int(arrays["rank_unseen"])
 
 
-class DqnAgent:
-    """The loop's learner: the synchronous prioritized Double DQN loop on a Reverb replay."""
+class PrioritizedDqn:
+    """What both learners share: the networks, the Double DQN learner, the replay client, one update.
 
-    def __init__(self, config: PerConfig, client: reverb.Client, seed: int | None = None):
-        seed = config.seed if seed is None else seed
+    `DqnAgent` acts itself; `ApexAgent` learns from actor processes.
+    """
+
+    def __init__(self, config: PerConfig, client: reverb.Client, seed: int, **replay_options):
         tf.random.set_seed(seed)  # The networks' initial weights.
         space, num_actions = spaces(config)
+        self.observation_space = space
         online = networks.make(config, space, num_actions, name="q_network")
         target = networks.make(config, space, num_actions, name="target_q_network")
         self.config, self.client = config, client
         self.learner = Learner(config, online, target)
-        self.replay = make_replay(config, client)
+        self.replay = make_replay(config, client, **replay_options)
         self.replay_state = ReplayState(self.replay)
-        env = envs.make_batched(config.env, config.envs_per_actor, seed=seed, **dict(config.env_options))
-        self.actor = Actor(online, env, seed)
         self._items = 0  # Transitions in the table (set by `start`).
 
     frames = property(lambda self: self.learner.frames)
@@ -179,7 +219,7 @@ class DqnAgent:
         return {"learner": self.learner, "replay": self.replay_state}
 
     def start(self) -> None:
-        """After the checkpoint's restore; nothing to publish: the learner acts itself.
+        """After the checkpoint's restore.
 
         Learning waits for the transitions the table holds, not for those the
         checkpoint counted: a replay checkpoint that is missing or older (a
@@ -195,6 +235,42 @@ class DqnAgent:
                 f"checkpoint is missing or older); learning waits until it holds {self.config.min_replay_size}",
                 file=sys.stderr, flush=True,
             )  # fmt: skip
+
+    def learn(self, beta: float, batch) -> dict[str, float]:
+        """Algorithm 1, lines 11-14 and 12's priorities, on a sampled `batch`; the numbers for the log."""
+        update = self.learner.update(dict(zip(FIELDS, batch.data)), batch.weights)
+        if self.config.replay != "uniform":  # Uniform replay ignores priorities.
+            self.replay.update(batch.keys, update.td_error)
+        return {
+            "loss": update.loss, "epsilon": self.learner.epsilon(), "beta": beta,
+            "mean_abs_td_error": float(np.abs(update.td_error).mean()), "max_priority": self.replay.max_priority,
+            "min_importance_weight": float(batch.weights.min()),
+        }  # fmt: skip
+
+    def progress(self) -> dict[str, float]:
+        return {
+            "replay": self.client.server_info()[REPLAY_TABLE].current_size,
+            "epsilon": round(self.learner.epsilon(), 4),
+            "beta": round(self.learner.beta(), 4),
+        }
+
+    def save_extra(self) -> None:
+        """Reverb's tables, into RUN_DIR/replay (the server's checkpointer), with every transition added."""
+        self.replay.flush()
+        self.client.checkpoint()
+
+    def close(self) -> None:
+        self.replay.close()
+
+
+class DqnAgent(PrioritizedDqn):
+    """The loop's learner: the synchronous prioritized Double DQN loop on a Reverb replay."""
+
+    def __init__(self, config: PerConfig, client: reverb.Client, seed: int | None = None):
+        seed = config.seed if seed is None else seed
+        super().__init__(config, client, seed)
+        env = envs.make_batched(config.env, config.envs_per_actor, seed=seed, **dict(config.env_options))
+        self.actor = Actor(self.learner.network, env, seed)
 
     def act(self) -> list[tuple[float, int]]:
         """`update_period` agent steps, each transition stored; the games that ended."""
@@ -220,47 +296,98 @@ class DqnAgent:
             # The loop needs a finite "loss": 0 until learning starts.
             return loop.Step({"loss": 0.0, "epsilon": self.learner.epsilon()}, episodes)
         beta = self.learner.beta()
+        return loop.Step(self.learn(beta, self.replay.sample(self.config.batch_size, beta)), episodes)
+
+
+class ApexAgent(PrioritizedDqn):
+    """The loop's learner when actor processes act (Ape-X style): sample, update, write priorities, publish.
+
+    Nothing here paces the actors: the replay's rate limiter holds the ratio
+    of samples to inserts, blocking whichever side runs ahead. Every step
+    reads the table's insert count (one `server_info`), which advances the
+    agent steps and the replay's insertion count, and takes the finished
+    games from the `episodes` queue; they are logged with the next step that
+    returns (a sample that timed out returns None, and keeps them).
+    Transitions the actors insert between a checkpoint's two saves (the
+    networks and counters, then Reverb's tables) are in the saved replay but
+    in no count: a resumed run counts inserts from its table's count at start.
+    """
+
+    def __init__(self, config: PerConfig, client: reverb.Client):
+        super().__init__(config, client, config.seed, sole_writer=False, sample_timeout_ms=SAMPLE_WAIT_MS)
+        space = self.observation_space
+        self.replay.expect_transitions(np.zeros(space.shape, space.dtype))
+        self._table_inserts = 0  # The rate limiter's insert count, as last read.
+        self._published_at = 0  # Agent steps at the last publish.
+        self._episodes: list[tuple[float, int]] = []
+
+    def start(self) -> None:
+        """After the checkpoint's restore: counts inserts from here on, publishes theta for the actors."""
+        super().start()
+        self._table_inserts = self._insert_count(self.client.server_info())
+        self._publish()
+
+    def step(self) -> loop.Step | None:
+        self._collect()
+        if self.learner.agent_step_count - self._published_at >= PARAMS_PERIOD:
+            self._publish()
+        if self._items < self.config.min_replay_size:
+            time.sleep(FILL_WAIT_S)  # The actors fill the replay; the loop logs progress meanwhile.
+            return loop.Step({"loss": 0.0, "epsilon": self.learner.epsilon()}, self._take_episodes())
+        beta = self.learner.beta()
         batch = self.replay.sample(self.config.batch_size, beta)
-        update = self.learner.update(dict(zip(FIELDS, batch.data)), batch.weights)
-        if self.config.replay != "uniform":  # Uniform replay ignores priorities.
-            self.replay.update(batch.keys, update.td_error)
-        metrics = {
-            "loss": update.loss, "epsilon": self.learner.epsilon(), "beta": beta,
-            "mean_abs_td_error": float(np.abs(update.td_error).mean()), "max_priority": self.replay.max_priority,
-            "min_importance_weight": float(batch.weights.min()),
-        }  # fmt: skip
-        return loop.Step(metrics, episodes)
+        if batch is None:  # The limiter held the sample back: the actors are behind, or gone.
+            return None
+        return loop.Step(self.learn(beta, batch), self._take_episodes())
 
-    def progress(self) -> dict[str, float]:
-        return {
-            "replay": self.client.server_info()[REPLAY_TABLE].current_size,
-            "epsilon": round(self.learner.epsilon(), 4),
-            "beta": round(self.learner.beta(), 4),
-        }
+    @staticmethod
+    def _insert_count(info: dict) -> int:
+        return info[REPLAY_TABLE].rate_limiter_info.insert_stats.completed
 
-    def save_extra(self) -> None:
-        """Reverb's tables, into RUN_DIR/replay (the server's checkpointer), with every transition added."""
-        self.replay.flush()
-        self.client.checkpoint()
+    def _collect(self) -> None:
+        """Counts the transitions the actors inserted since the last look, and takes their finished games."""
+        info = self.client.server_info()
+        inserts = self._insert_count(info)
+        new, self._table_inserts = inserts - self._table_inserts, inserts
+        self.learner.count_agent_steps(new)
+        self.replay.count_inserts(new)
+        self._items = info[REPLAY_TABLE].current_size
+        finished = info[EPISODES_TABLE].current_size
+        if finished:
+            self._episodes += read_episodes(self.client, EPISODES_TABLE, finished)
 
-    def close(self) -> None:
-        self.replay.close()
+    def _take_episodes(self) -> list[tuple[float, int]]:
+        episodes, self._episodes = self._episodes, []
+        return episodes
+
+    def _publish(self) -> None:
+        publish(self.client, self.learner.network, Broadcast(self.replay.max_priority, self.learner.epsilon()))
+        self._published_at = self.learner.agent_step_count
 
 
-def make_agent(config: PerConfig, client: reverb.Client, address: str, directory: pathlib.Path) -> DqnAgent:
-    return DqnAgent(config, client)
+def make_agent(config: PerConfig, client: reverb.Client, address: str, directory: pathlib.Path) -> PrioritizedDqn:
+    return ApexAgent(config, client) if config.num_actors else DqnAgent(config, client)
+
+
+def run_actor(config: PerConfig, client: reverb.Client, seed: int) -> None:
+    """An actor process (`common.launch`): acts with `seed`'s envs until the process ends."""
+    make_actor(config, client, seed).run()
+
+
+def make_actor(config: PerConfig, client: reverb.Client, seed: int) -> ApexActor:
+    """An actor process's loop: its own envs and copy of the online network, writing into the shared replay."""
+    space, num_actions = spaces(config)
+    network = networks.make(config, space, num_actions, name="q_network")
+    env = envs.make_batched(config.env, config.envs_per_actor, seed=seed, **dict(config.env_options))
+    replay = make_replay(config, client, sole_writer=False)
+    return ApexActor(Actor(network, env, seed), replay, client, EPISODES_TABLE, PARAMS_PERIOD)
 
 
 def validate(config: PerConfig) -> None:
     """What the config cannot show alone: the env's observations, and the loop against the rate limiter."""
-    if config.num_actors:
-        raise UsageError(
-            f"num_actors={config.num_actors}: actor processes are not implemented for PER yet; "
-            "use --actors 0 (the learner acts itself)"
-        )
     check_fits_env(config)
     tolerance = rate_limiter_tolerance(config)
-    if tolerance < config.batch_size:
+    if not config.num_actors and tolerance < config.batch_size:
         raise UsageError(
             f"min_replay_size={config.min_replay_size} is too small for the replay's rate limiter: it tolerates "
             f"{tolerance:g} samples of drift, and one process that inserts update_period={config.update_period} "

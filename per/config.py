@@ -46,9 +46,11 @@ class PerConfig:
     env_options: tuple[tuple[str, Any], ...] = ()
     network: str = "toy"
     # Acting. num_actors = 0: the learner acts itself, `update_period` agent
-    # steps before each update (the synchronous DQN loop).
+    # steps before each update (the synchronous DQN loop). num_actors > 0:
+    # actor processes act (Ape-X style) and the replay's rate limiter alone
+    # holds `update_period` agent steps per update.
     num_actors: int = 0
-    envs_per_actor: int = 1  # Envs stepped together; update_period must be a multiple.
+    envs_per_actor: int = 1  # Envs stepped together; with num_actors = 0, update_period must be a multiple.
     epsilon_start: float = 1.0
     epsilon_end: float = 0.01
     epsilon_decay_steps: int = 1_000_000  # Agent steps over which epsilon goes linearly start -> end.
@@ -120,10 +122,10 @@ class PerConfig:
                 f"replay_capacity={self.replay_capacity} must hold at least batch_size={self.batch_size} and "
                 f"min_replay_size={self.min_replay_size} transitions, or learning never starts"
             )
-        if self.update_period % self.envs_per_actor:
+        if not self.num_actors and self.update_period % self.envs_per_actor:
             raise UsageError(
                 f"update_period={self.update_period} must be a multiple of envs_per_actor={self.envs_per_actor}: "
-                "each batched env step inserts one transition per env"
+                "each batched env step inserts one transition per env between updates (with --actors 0)"
             )
         for name in ("epsilon_start", "epsilon_end", "eval_epsilon", "discount"):
             if not 0.0 <= getattr(self, name) <= 1.0:

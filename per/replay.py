@@ -21,12 +21,22 @@ as a one-step item.
 Updating an item that the FIFO remover already evicted is a no-op: the
 client drops it (its |delta| neither raises the tracked maximum nor enters the
 rank tracker), as Reverb would ignore its unknown key in `mutate_priorities`.
+An item's age comes from its id, its insertion index, when its writer was the
+table's only one. Items written by one of several actor processes carry
+`UNKNOWN_INSERTION` instead; the sampling client counts the table's inserts
+(`count_inserts`) and takes the count when it first samples such an item as
+its insertion index. That is an upper bound: the item is taken for live, and
+the rank tracker forgets it, as many inserts after its eviction as it waited
+for its first sample. New items hold the maximal priority, so the wait is
+short against the capacity (rank-based, alpha 0.7, 8 samples per insert, a
+full 10^6 replay: about 30 inserts in expectation).
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
+import sys
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
@@ -38,6 +48,8 @@ from common.errors import UsageError, choice_error
 from per import priorities
 
 VARIANTS = ("proportional", "rank", "uniform")
+# The id of an item whose writer does not know its insertion index (an actor process, one writer of many).
+UNKNOWN_INSERTION = -1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +152,13 @@ class RankTracker:
         rank = self._unseen + bisect.bisect_left(self._snapshot, -abs_delta) + 1
         return rank**-self.alpha
 
+    def bytes_per_item(self) -> float:
+        """The Python memory this tracker holds per known item: its containers and their entries."""
+        entries = [*self._delta.items(), *self._inserted_at.items()]
+        size = sum(sys.getsizeof(x) for x in (self._delta, self._inserted_at, self._snapshot, *self._snapshot))
+        size += sum(sys.getsizeof(key) + sys.getsizeof(value) for key, value in entries)
+        return size / max(len(self._delta), 1)
+
     def rerank(self, table_size: int) -> dict[int, float]:
         """Exact priorities for every known live item."""
         order = sorted(self._delta, key=self._delta.get, reverse=True)
@@ -185,9 +204,9 @@ class TransitionWriter:
         self._last: dict[int, tuple[np.ndarray, list]] = {}  # stream -> (S_j, its k frame references)
 
     @staticmethod
-    def specs(transition: Sequence[Any]) -> list[tf.TensorSpec]:
+    def specs(observation: np.ndarray) -> list[tf.TensorSpec]:
         """An item's columns, [step, observation, next_observation], as a `TrajectoryDataset` returns them."""
-        observation = np.asarray(transition[0])
+        observation = np.asarray(observation)
         state = tf.TensorSpec(observation.shape, tf.as_dtype(observation.dtype))
         return [tf.TensorSpec([4], tf.float64), state, state]
 
@@ -272,6 +291,14 @@ class PrioritizedReplay:
     injected prefetch, measured: 16 batches drawn ahead, and all of them lost,
     yet counted, in a checkpoint, which left a resumed run no slack for
     unflushed transitions.) Call `close` before its server stops.
+
+    With other writers (actor processes, Ape-X style): a writer that is not
+    the table's only one (`sole_writer=False`) ids its items
+    `UNKNOWN_INSERTION`; the sampling client, which writes nothing, learns the
+    item layout from `expect_transitions`, counts the table's inserts with
+    `count_inserts`, and with `sample_timeout_ms` >= 0 gets None from a
+    `sample` the rate limiter held back that long (the batch's partial draws
+    are lost), so its caller can look up from a stalled replay.
     """
 
     def __init__(
@@ -284,12 +311,15 @@ class PrioritizedReplay:
         frame_stack: int = 1,
         chunk_length: int = 32,
         max_unseen: int = 0,
+        sole_writer: bool = True,
+        sample_timeout_ms: int = -1,
     ):
         self.client, self.config, self.table_name = client, config, table_name
         self.max_priority = 1.0  # Algorithm 1, line 2: p_1 = 1.
         self.min_priority = 1.0  # Lower bound on the live minimum, for global_min weights.
         self.inserted = 0
         self._updates, self._flush_every, self._max_unseen, self._unflushed = 0, flush_every, max_unseen, 0
+        self._sole_writer, self._sample_timeout_ms = sole_writer, sample_timeout_ms
         self._rank = RankTracker(config.alpha, config.capacity) if config.variant == "rank" else None
         self._writer = None  # `add`'s.
         self._transitions = TransitionWriter(client, table_name, frame_stack, chunk_length)
@@ -318,9 +348,18 @@ class PrioritizedReplay:
         """
         self._check_one_layout(self._writer is not None)
         if not self._specs:
-            self._specs = self._transitions.specs(transition)
-        self._transitions.add(stream, transition, self.inserted, self._new_priority())
+            self.expect_transitions(transition[0])
+        item_id = self.inserted if self._sole_writer else UNKNOWN_INSERTION
+        self._transitions.add(stream, transition, item_id, self._new_priority())
         self._count_insert()
+
+    def expect_transitions(self, observation: np.ndarray) -> None:
+        """Samples `add_transition`'s items, with observations like `observation`, whoever writes them."""
+        self._specs = self._transitions.specs(observation)
+
+    def count_inserts(self, n: int) -> None:
+        """`n` items other clients inserted (actor processes, counted from the table): they age the items."""
+        self.inserted += n
 
     @staticmethod
     def _check_one_layout(other_used: bool) -> None:
@@ -344,7 +383,8 @@ class PrioritizedReplay:
         self._transitions.flush()
         self._unflushed = 0
 
-    def sample(self, batch_size: int, beta: float) -> Batch:
+    def sample(self, batch_size: int, beta: float) -> Batch | None:
+        """k items with P(i) and IS weights; None if the rate limiter held the sample back `sample_timeout_ms`."""
         if batch_size not in self._iterators or self._unflushed > self._max_unseen:
             self.flush()
         if batch_size not in self._iterators:
@@ -352,24 +392,42 @@ class PrioritizedReplay:
                 self.client.server_address, self.table_name,
                 dtypes=[s.dtype for s in self._specs], shapes=[s.shape for s in self._specs],
                 max_in_flight_samples_per_worker=batch_size, num_workers_per_iterator=1,
+                rate_limiter_timeout_ms=self._sample_timeout_ms,
             )  # fmt: skip
             options = tf.data.Options()
             options.experimental_optimization.inject_prefetch = False  # tf.data's own, autotuned to 16 batches.
-            self._iterators[batch_size] = iter(dataset.batch(batch_size).with_options(options))
-        sample = next(self._iterators[batch_size])
+            batches = dataset.batch(batch_size, drop_remainder=True)  # A timeout ends the dataset mid-batch.
+            self._iterators[batch_size] = iter(batches.with_options(options))
+        sample = next(self._iterators[batch_size], None)
+        if sample is None:  # Timed out: the dataset has ended; the next call starts another.
+            del self._iterators[batch_size]
+            return None
         info = {name: getattr(sample.info, name).numpy() for name in ("key", "probability", "table_size", "priority")}
         columns = [column.numpy() for column in sample.data]
         if self._writer is None:
             ids, data = self._transitions.unpack(columns)
         else:  # `add`'s items: every column has a leading step axis of 1.
             ids, *data = (column[:, 0] for column in columns)
-        self._inserted_at = dict(zip(info["key"].tolist(), ids.tolist()))
+        self._inserted_at = {
+            key: item if item != UNKNOWN_INSERTION else self._first_sampled(key)
+            for key, item in zip(info["key"].tolist(), ids.tolist())
+        }
         table_size = int(info["table_size"][0])
         weights = priorities.importance_weights(
             info["probability"], table_size, beta, self.config.weight_normalization,
             self._min_probability(info["priority"][0], info["probability"][0], table_size),
         )  # fmt: skip
         return Batch(info["key"], data, info["probability"], weights, table_size)
+
+    def _first_sampled(self, key: int) -> int:
+        """An `UNKNOWN_INSERTION` item's insertion index: the insert count when this client first sampled it.
+
+        The rank tracker keeps that count for every key it knows. Without one
+        (proportional, uniform), the age only decides whether this sample's
+        update is dropped, and an item just sampled is live: the count now.
+        """
+        known = self._rank._inserted_at if self._rank else {}
+        return known.get(key, self.inserted)
 
     def close(self) -> None:
         """Stops sampling and writing (before the server stops)."""

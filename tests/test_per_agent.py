@@ -2,8 +2,10 @@
 
 Acting (epsilon schedule, epsilon-greedy, seeds), the target network's copy
 period, priorities written back for exactly the sampled keys, the replay
-ratio held by Reverb's rate limiter against a free-running actor, and a
-checkpoint round trip that keeps the replay's contents.
+ratio held by Reverb's rate limiter against a free-running actor, a
+checkpoint round trip that keeps the replay's contents, and the Ape-X split:
+an actor acts with the newest published parameters and stores at their
+maximal priority; the learner counts the table's inserts and publishes.
 """
 
 import dataclasses
@@ -17,10 +19,12 @@ from scipy import stats
 
 from common.errors import UsageError
 from common.reverb import server as reverb_server
+from per import actor as actor_lib
 from per import agent as agent_lib
 from per import config as config_lib
 from per import networks
 from per.learner import FIELDS, Learner
+from per.replay import UNKNOWN_INSERTION
 
 TOY = dataclasses.replace(config_lib.PRESETS["toy"], min_replay_size=100, replay_capacity=2_000)
 
@@ -303,6 +307,107 @@ def test_checkpoint_round_trip_keeps_networks_schedules_and_the_replay(make_agen
                 np.testing.assert_array_equal(column[j], getattr(added[item], field))
     assert old >= config.batch_size // 2
     second.replay.update(batch.keys, np.zeros(config.batch_size))  # And priorities can be written back.
+
+
+# Actor processes (Ape-X). -----------------------------------------------------
+
+
+def randomize(network, seed):
+    for i, variable in enumerate(network.trainable_variables):
+        variable.assign(tf.random.stateless_normal(variable.shape, [seed, i]))
+
+
+@pytest.mark.parametrize("variant", ["proportional", "rank"])
+def test_an_actor_acts_with_the_newest_parameters_and_stores_at_their_max_priority(reverb_tables, variant):
+    """Copies every PARAMS_PERIOD steps: theta (greedy actions at epsilon 0), the max priority, finished games."""
+    config = dataclasses.replace(TOY, num_actors=1, replay=variant, min_replay_size=1_000)  # No sampler needed.
+    client, parts = reverb_tables(agent_lib.agent_tables(config))
+    actor = agent_lib.make_actor(config, client, seed=5)
+    parts.append(actor)
+    space, num_actions = agent_lib.spaces(config)
+    theta = [networks.make(config, space, num_actions, name=f"theta_{i}") for i in range(2)]
+    for i, network in enumerate(theta):
+        randomize(network, i)
+    period = agent_lib.PARAMS_PERIOD
+    stored, add = [], actor._replay._transitions.add
+
+    def spy(stream, transition, item_id, priority):
+        stored.append((transition, item_id, priority))
+        if len(stored) == period // 2:  # Published mid-period: the actor takes it at its next copy.
+            actor_lib.publish(client, theta[1], actor_lib.Broadcast(max_priority=4.0, epsilon=0.0))
+        add(stream, transition, item_id, priority)
+
+    actor._replay._transitions.add = spy
+    actor_lib.publish(client, theta[0], actor_lib.Broadcast(max_priority=2.5, epsilon=0.0))
+    actor.run(num_steps=2 * period)
+    assert len(stored) == 2 * period
+    for network, half, max_priority in ((theta[0], stored[:period], 2.5), (theta[1], stored[period:], 4.0)):
+        observations = np.stack([t.observation for t, _, _ in half])
+        greedy = np.argmax(q_values(network, observations), axis=1)
+        np.testing.assert_array_equal([t.action for t, _, _ in half], greedy)
+        assert {p for _, _, p in half} == {1.0 if variant == "rank" else max_priority}  # Rank 1: 1^-alpha.
+        assert {i for _, i, _ in half} == {UNKNOWN_INSERTION}
+    second = np.stack([t.observation for t, _, _ in stored[period:]])
+    assert (np.argmax(q_values(theta[0], second), 1) != np.argmax(q_values(theta[1], second), 1)).any()
+    for got, want in zip(actor._actor.network.trainable_variables, theta[1].trainable_variables):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+    # Every finished game reaches the episodes queue once, as (return, length).
+    ends = [j for j, (t, _, _) in enumerate(stored) if t.terminal]
+    lengths = np.diff([-1, *ends]).tolist()
+    finished = client.server_info()[agent_lib.EPISODES_TABLE].current_size
+    episodes = actor_lib.read_episodes(client, agent_lib.EPISODES_TABLE, finished)
+    assert len(ends) >= 10 and [length for _, length in episodes] == lengths
+    assert [r for r, _ in episodes] == [float(stored[j][0].reward) for j in ends]  # Catch pays at the end only.
+
+
+def test_the_apex_learner_counts_the_tables_inserts_publishes_and_holds_the_ratio(reverb_tables, monkeypatch):
+    """A free-running actor (a thread here) against the learner: the rate limiter alone paces them."""
+    config = dataclasses.replace(TOY, num_actors=1, batch_size=32, update_period=4, min_replay_size=200)
+    client, parts = reverb_tables(agent_lib.agent_tables(config))
+    learner = agent_lib.ApexAgent(config, client)
+    actor = agent_lib.make_actor(config, client, seed=1)
+    parts += [actor, learner]
+    published, inserts = [], 1_200
+
+    def spy(client_, network, broadcast):
+        published.append((learner.learner.agent_step_count, broadcast, learner.replay.max_priority))
+        publish(client_, network, broadcast)
+
+    def act():
+        actor.run(num_steps=inserts)
+        actor._replay.flush()  # May wait on the limiter: the learner keeps sampling meanwhile.
+
+    publish = agent_lib.publish
+    monkeypatch.setattr(agent_lib, "publish", spy)
+    learner.start()
+    thread = threading.Thread(target=act, daemon=True)
+    thread.start()
+    episodes = []
+    while thread.is_alive():
+        step = learner.step()
+        episodes += step.episodes if step else []
+    learner._collect()
+    episodes += learner._take_episodes()
+
+    info = client.server_info()[agent_lib.REPLAY_TABLE].rate_limiter_info
+    assert info.insert_stats.completed == inserts
+    assert learner.frames == learner.replay.inserted == inserts  # Frames are what the table received.
+    tolerance = agent_lib.rate_limiter_tolerance(config)
+    drift = 8 * (inserts - 200) - info.sample_stats.completed  # Inserts ahead of 8 per insert, in samples.
+    assert -tolerance <= drift <= tolerance + config.batch_size
+    assert abs(learner.steps - (inserts - 200) / 4) <= (tolerance + config.batch_size) / config.batch_size
+    # Every PARAMS_PERIOD agent steps: theta with the running max priority and epsilon at the learner's count.
+    # (A look at the table may find many inserts while the replay fills: a gap can exceed the period.)
+    steps_at = [count for count, *_ in published]
+    assert steps_at[0] == 0 and len(published) >= inserts // (2 * agent_lib.PARAMS_PERIOD)
+    assert all(b - a >= agent_lib.PARAMS_PERIOD for a, b in zip(steps_at, steps_at[1:]))
+    for count, broadcast, max_priority in published:
+        assert broadcast.max_priority == max_priority
+        assert broadcast.epsilon == pytest.approx(max(1 - 0.95 * count / 5_000, 0.05))  # The toy's schedule.
+    assert published[-1][1].max_priority > 1.0  # It grew with the priorities written back.
+    # Every finished game reached the learner once.
+    assert inserts - 20 <= sum(length for _, length in episodes) <= inserts
 
 
 # Config. --------------------------------------------------------------------

@@ -10,11 +10,14 @@ frames of S_{j-1} and S_j. Against a real in-process Reverb server:
   game's first stack), for Atari's stacks of 4 and single observations;
 * the frames survive a Reverb checkpoint;
 * priorities, keys and IS weights behave as with `add`'s one-step items
-  (tests/test_per.py's statistics, on transitions).
+  (tests/test_per.py's statistics, on transitions);
+* items an actor process wrote (no insertion index) age from the learner's
+  first sample of them, and the rank tracker never forgets a live one.
 """
 
 import dataclasses
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -40,21 +43,13 @@ SINGLE = {
 
 
 @pytest.fixture
-def servers():
+def servers(reverb_tables):
     """In-process servers for `replay.table(config)`, sampling from 1 item; replays close before servers stop."""
-    made = []
 
     def make(config, checkpoint_dir=None):
-        checkpointer = reverb.checkpointers.DefaultCheckpointer(str(checkpoint_dir)) if checkpoint_dir else None
-        server = reverb.Server([replay.table(dataclasses.replace(config, min_size=1))], checkpointer=checkpointer)
-        made.append((server, []))
-        return reverb.Client(f"localhost:{server.port}"), made[-1][1]
+        return reverb_tables([replay.table(dataclasses.replace(config, min_size=1))], checkpoint_dir)
 
-    yield make
-    for server, replays in made:
-        for buffer in replays:
-            buffer.close()
-        server.stop()
+    return make
 
 
 def play(config, buffer, steps, seed=0):
@@ -261,3 +256,51 @@ def test_a_replay_holds_one_layout(make_replay):
     fill(buffer, 1)
     with pytest.raises(ValueError, match="not both"):
         buffer.add([np.array([0], np.int32)])
+
+
+@pytest.mark.parametrize("variant", ["proportional", "rank"])
+def test_an_actors_items_age_from_their_first_sample_and_no_live_one_is_forgotten(servers, variant):
+    """Other writers' items carry UNKNOWN_INSERTION; the learner counts the table's inserts and bounds their age."""
+    config = replay.ReplayConfig(variant=variant, capacity=64, alpha=0.7, rerank_interval=10**9)
+    client, replays = servers(config)
+    actor = replay.PrioritizedReplay(client, config, flush_every=4, chunk_length=4, sole_writer=False)
+    learner = replay.PrioritizedReplay(client, config)
+    learner.expect_transitions(np.array([0], np.int32))
+    replays += [actor, learner]
+    rng, first_sampled, true_index = np.random.default_rng(0), {}, {}
+    for _ in range(8):
+        fill(actor, 24)  # The observation [i] is the item's true insertion index (one writer here).
+        actor.flush()
+        learner.count_inserts(24)
+        batch = learner.sample(16, beta=0.0)
+        for key, item in zip(batch.keys.tolist(), batch.data[0][:, 0].tolist()):
+            age = learner._inserted_at[key]
+            assert item < age <= learner.inserted  # An upper bound: at least the count after its insert.
+            assert age == (first_sampled.get(key, age) if variant == "rank" else learner.inserted)
+            first_sampled.setdefault(key, age)
+            true_index[key] = item
+        learner.update(batch.keys, rng.random(16))
+    if variant == "rank":
+        learner.rerank()
+        oldest_live = learner.inserted - config.capacity  # FIFO: Reverb holds the items from here on.
+        for key, age in first_sampled.items():
+            assert (key in learner._rank._delta) == (age >= oldest_live)  # Forgotten `capacity` inserts later.
+            assert key in learner._rank._delta or true_index[key] < oldest_live  # Never a live item.
+        assert len(learner._rank._delta) < len(first_sampled)  # Some were forgotten.
+
+
+def test_a_sample_the_rate_limiter_holds_back_times_out_and_the_next_one_draws(servers):
+    """The Ape-X learner's sampler: None after `sample_timeout_ms` without items (Ctrl-C can be seen), then on."""
+    config = replay.ReplayConfig(capacity=100)
+    client, replays = servers(config)
+    actor = replay.PrioritizedReplay(client, config, flush_every=4, chunk_length=4, sole_writer=False)
+    learner = replay.PrioritizedReplay(client, config, sample_timeout_ms=300)
+    learner.expect_transitions(np.array([0], np.int32))
+    replays += [actor, learner]
+    start = time.monotonic()
+    assert learner.sample(8, beta=0.0) is None  # An empty table: the limiter allows no sample.
+    assert 0.3 <= time.monotonic() - start < 10
+    fill(actor, 8)
+    actor.flush()
+    batch = learner.sample(8, beta=0.0)
+    assert batch is not None and set(batch.data[0][:, 0].tolist()) <= set(range(8))

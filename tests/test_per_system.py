@@ -2,17 +2,29 @@
 
 Learning is asserted on the return, never on the time. A resumed run starts
 from the replay it saved (Reverb's checkpoint in RUN_DIR/replay); an
-overwritten run does not. Bad input is one line, exit 2, and leaves no run
-directory behind.
+overwritten run does not. With an actor process (Ape-X style) frames are the
+transitions the table received, the rate limiter holds the preset's replay
+ratio, finished games reach episodes.csv, a killed actor is restarted, and a
+run resumes after a clean stop. Bad input is one line, exit 2, and leaves no
+run directory behind.
 """
 
 import json
+import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
 
 import pytest
+import reverb
+from test_impala_system import wait_for
+
+from common import config as config_lib
+from common.reverb import server as reverb_server
+from per import agent
+from per.config import PerConfig
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 TRAIN = [sys.executable, "-m", "per.train"]
@@ -75,6 +87,68 @@ def test_resume_keeps_the_replay_and_overwrite_does_not(tmp_path):
     assert json.loads((run_dir / "final.json").read_text())["segments"] == 1
 
 
+def episode_rows(run_dir):
+    path = run_dir / "episodes.csv"
+    return len(path.read_text().splitlines()) - 1 if path.exists() else 0
+
+
+def saved_replay_counts(run_dir):
+    """(inserts, samples) of the replay's rate limiter in the run's Reverb checkpoint, and its config."""
+    config = config_lib.load(PerConfig, run_dir / "config.json")
+    server = reverb_server.make_server(agent.agent_tables(config), checkpoint_dir=run_dir / "replay")
+    info = reverb.Client(f"localhost:{server.port}").server_info()[agent.REPLAY_TABLE].rate_limiter_info
+    server.stop()
+    return info.insert_stats.completed, info.sample_stats.completed, config
+
+
+@pytest.mark.slow
+def test_an_actor_process_fills_the_replay_at_the_limiters_ratio_and_is_restarted_when_killed(tmp_path):
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen(
+        [*TRAIN, "--preset=toy", "--actors=1", f"--run_dir={run_dir}", "--frames=3000"], cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    wait_for(lambda: episode_rows(run_dir) > 0, what="the actor's first games in episodes.csv")
+    victim = int((run_dir / "actor_pids").read_text().split()[0])
+    os.kill(victim, signal.SIGKILL)
+    output, _ = process.communicate(timeout=240)
+    assert process.returncode == 0, output
+    assert f"actor 0 (pid {victim}) exited with -9; restarting" in output
+    final = json.loads((run_dir / "final.json").read_text())
+    assert final["frames"] >= 3000 and final["actor_restarts"] >= 1
+    assert final["episodes"] == episode_rows(run_dir) > 3000 / 12  # Catch: a game every 9 or 10 steps.
+
+    inserts, samples, config = saved_replay_counts(run_dir)
+    tolerance, ratio = agent.rate_limiter_tolerance(config), config.samples_per_insert  # Toy: 16 per insert.
+    # Frames count what the table received; after the learner's last look the limiter let the actor run ahead.
+    assert final["frames"] <= inserts <= final["frames"] + (tolerance + 2 * config.batch_size) / ratio + 1
+    drift = ratio * (inserts - config.min_replay_size) - samples
+    assert abs(drift) <= tolerance + config.batch_size, (inserts, samples)
+    updates = (inserts - config.min_replay_size) / config.update_period
+    assert abs(final["learner_steps"] - updates) <= (tolerance + config.batch_size) / config.batch_size + 1
+
+
+@pytest.mark.slow
+def test_an_actor_run_resumes_after_a_clean_stop(tmp_path):
+    run_dir = tmp_path / "run"
+    fast_log = "--config_override=log_every_s=0.5"
+    first = run("--preset=toy", "--actors=1", f"--run_dir={run_dir}", "--frames=900", fast_log)
+    assert first.returncode == 0, first.stdout + first.stderr
+    before = json.loads((run_dir / "final.json").read_text())
+
+    resumed = run(f"--run_dir={run_dir}", "--resume", "--frames=1300", fast_log)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"step {before['learner_steps']}, frames {before['frames']:,}" in resumed.stdout
+    log = (run_dir / "replay_server.log").read_text()
+    loaded = re.search(r"Table replay and (\d+) items have been successfully loaded", log)
+    assert loaded and int(loaded[1]) >= before["frames"], log
+    sizes = replay_sizes(resumed.stdout)
+    assert sizes and min(sizes) >= before["frames"], resumed.stdout  # Grows from the saved replay.
+    final = json.loads((run_dir / "final.json").read_text())
+    assert final["frames"] >= 1300 and final["learner_steps"] > before["learner_steps"] and final["segments"] == 2
+    assert final["episodes"] == episode_rows(run_dir) > before["episodes"]
+
+
 @pytest.mark.parametrize(
     "args, fragment",
     [
@@ -87,7 +161,7 @@ def test_resume_keeps_the_replay_and_overwrite_does_not(tmp_path):
         (["--preset=atari_ddqn_prop", "--env=minatar:breakout"], "network 'nature_dqn' is the atari network"),
         (["--config_override=network=nature_dqn"], "network 'nature_dqn' is the atari network"),
         (["--config_override=min_replay_size=10", "--config_override=update_period=16"], "raise min_replay_size"),
-        (["--actors=2"], "actor processes are not implemented for PER yet"),
+        (["--actors=-1"], "num_actors=-1: must be >= 0"),
         (["--preset=atari_ddqn_sorted"], "value should be one of <atari_ddqn|atari_ddqn_rank"),
     ],
 )

@@ -15,13 +15,19 @@ import tensorflow as tf
 from common.reverb.tables import PARAMS
 
 
-def publish(client: reverb.Client, variables: Sequence[tf.Variable], table: str = PARAMS) -> None:
-    """Writes the variables' current values as the newest parameters."""
-    client.insert([v.numpy() for v in variables], priorities={table: 1.0})
+def publish(
+    client: reverb.Client, variables: Sequence[tf.Variable], table: str = PARAMS, extras: Sequence[np.ndarray] = ()
+) -> None:
+    """Writes the variables' current values as the newest parameters, then `extras`.
+
+    `extras`: arrays the readers take with these parameters (PER: the maximal
+    priority and epsilon), after the variables in what `fetch` returns.
+    """
+    client.insert([*(v.numpy() for v in variables), *extras], priorities={table: 1.0})
 
 
 def fetch(client: reverb.Client, table: str = PARAMS) -> list[np.ndarray]:
-    """The newest published parameters (blocks until there are some)."""
+    """The newest published parameters, and any `extras` after them (blocks until there are some)."""
     sample = next(client.sample(table, num_samples=1, emit_timesteps=False))
     return [array[0] for array in sample.data]
 

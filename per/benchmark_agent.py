@@ -1,0 +1,294 @@
+"""Benchmark: the prioritized Double DQN agent's throughput, in one process and with an actor process.
+
+    python -m per.benchmark_agent [--env minatar:breakout] [--seconds 15] [--warmup_s 5]
+
+Measured in one run, each row in a fresh (spawned) process, one after the other:
+
+1. `env`: the raw env rate, the preset's batched env stepped with uniform
+   random actions (no network, no replay), in agent steps/s;
+2. `learner`: `per.learner.Learner.update` alone on one fixed minibatch of the
+   env's transitions, in updates/s; times `update_period`, the agent steps/s
+   it could serve at PER's replay ratio;
+3. end to end, for uniform, rank-based and proportional replay (the env
+   family's Double DQN presets): the learner acting itself (`--actors 0`,
+   `DqnAgent`), and with one actor process (`--actors 1`: `ApexAgent`, the
+   actor started by `common.launch.ActorSupervisor` as training starts it).
+   The replay fills to `--min_replay_size`, the learner runs `--warmup_s`,
+   then over `--seconds`: agent steps/s (transitions the table received),
+   updates/s, bytes per transition (the learner process's resident-memory
+   growth per transition received: the Reverb server, the replay's client and
+   the rank tracker are in it; rough, over a short window), and the rank
+   tracker's own Python memory per item it knows (`RankTracker.bytes_per_item`).
+
+Acting uses a fixed epsilon, the preset's final one, so the network picks most
+actions as it does for most of training (at epsilon 1 it is never called).
+
+Reported: rank-based's cost over proportional (agent steps/s; target <= 5%),
+and each end-to-end rate against 1/(1/env + 1/(learner x update_period)), the
+rate of acting then learning with nothing else (target >= 80%).
+
+Results: stdout and results/per/benchmarks/agent.{csv,md}, provenance beside
+them (other envs: agent_<family>_<game>.*).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import pathlib
+import tempfile
+import time
+
+import numpy as np
+import reverb
+from absl import flags
+
+from common import cli, envs, launch, provenance
+from common import config as config_lib
+from common.errors import UsageError
+from common.results import output_dir, write_csv
+from common.reverb import server as reverb_server
+from per import agent, networks
+from per.actor import Actor
+from per.config import PRESETS, PerConfig
+from per.learner import FIELDS, Learner
+
+flags.DEFINE_string("env", "minatar:breakout", "The env, FAMILY:NAME (minatar or atari).")
+flags.DEFINE_float("seconds", 15, "Timed seconds of each end-to-end row, after the fill and the warm-up.")
+flags.DEFINE_float("warmup_s", 5, "Seconds each end-to-end row learns before its timed window.")
+flags.DEFINE_float("alone_s", 5, "Timed seconds of the env and learner rows.")
+flags.DEFINE_integer("min_replay_size", 2_000, "Transitions before learning starts (the fill before the warm-up).")
+FLAGS = flags.FLAGS
+
+VARIANTS = {"uniform": "ddqn", "rank": "ddqn_rank", "proportional": "ddqn_prop"}
+RANK_OVERHEAD_TARGET = 0.05
+BOUND_TARGET = 0.80
+
+
+def benchmark_config(env: str, variant: str, min_replay_size: int) -> PerConfig:
+    """The family's preset for `variant`, acting at its final epsilon, learning after `min_replay_size`."""
+    family, _ = envs.parse(env)
+    name = f"{family}_{VARIANTS[variant]}"
+    if name not in PRESETS:
+        raise UsageError(f"--env={env}: PER has no {family} presets; use minatar:GAME or atari:GAME")
+    preset = PRESETS[name]
+    return dataclasses.replace(
+        preset, env=env, epsilon_start=preset.epsilon_end, min_replay_size=min_replay_size,
+        replay_capacity=max(preset.replay_capacity, min_replay_size),
+    )  # fmt: skip
+
+
+def rss_bytes() -> int:
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS in /proc: this benchmark needs Linux")
+
+
+def env_rate(config: PerConfig, seconds: float) -> dict:
+    """Agent steps/s of the batched env alone, uniform random actions."""
+    env = envs.make_batched(config.env, config.envs_per_actor, seed=0, **dict(config.env_options))
+    env.reset(seed=0)
+    rng, num_actions, steps = np.random.default_rng(0), env.num_actions, 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        env.step(rng.integers(num_actions, size=config.envs_per_actor))
+        steps += config.envs_per_actor
+    env.close()
+    return {"agent_steps_per_s": steps / (time.perf_counter() - start)}
+
+
+def learner_rate(config: PerConfig, seconds: float) -> dict:
+    """Updates/s of `Learner.update` alone, on one minibatch of the env's transitions at epsilon 1."""
+    space, num_actions = agent.spaces(config)
+    online, target = (networks.make(config, space, num_actions, name=n) for n in ("q_network", "target_q_network"))
+    env = envs.make_batched(config.env, config.envs_per_actor, seed=0, **dict(config.env_options))
+    actor, transitions = Actor(online, env, seed=0), []
+    while len(transitions) < config.batch_size:
+        transitions += actor.step(1.0)[0]
+    batch = {name: np.stack([getattr(t, name) for t in transitions[: config.batch_size]]) for name in FIELDS}
+    weights = np.ones(config.batch_size, np.float32)
+    learner = Learner(config, online, target)
+    learner.restored()
+    for _ in range(20):  # Traces and warms the compiled update.
+        learner.update(batch, weights)
+    updates, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        learner.update(batch, weights)
+        updates += 1
+    return {"updates_per_s": updates / (time.perf_counter() - start)}
+
+
+def learn_for(learner: agent.PrioritizedDqn, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        learner.step()
+
+
+def end_to_end(config: PerConfig, warmup_s: float, seconds: float) -> dict:
+    """Agent steps/s, updates/s and bytes per transition of training, with `config.num_actors` actor processes."""
+    server = reverb_server.make_server(agent.agent_tables(config))
+    address = f"localhost:{server.port}"
+    client = reverb.Client(address)
+    learner = agent.make_agent(config, client, address, pathlib.Path())
+    learner.start()
+    with tempfile.TemporaryDirectory() as directory:
+        actors = None
+        if config.num_actors:
+            config_path = pathlib.Path(directory) / "config.json"
+            config_path.write_text(config_lib.to_json(config))
+            actors = launch.ActorSupervisor("per.train", config_path, address, config.num_actors, config_path.parent)
+            actors.start()
+        while learner.steps == 0:  # The fill.
+            learner.step()
+        learn_for(learner, warmup_s)
+
+        def counts():
+            info = client.server_info()[agent.REPLAY_TABLE].rate_limiter_info
+            return time.perf_counter(), info.insert_stats.completed, learner.steps, rss_bytes()
+
+        before = counts()
+        learn_for(learner, seconds)
+        after = counts()
+        if actors is not None:
+            actors.stop()
+    learner.close()
+    server.stop()
+    elapsed, transitions, updates, rss = (b - a for a, b in zip(before, after))
+    rank = learner.replay._rank
+    return {
+        "agent_steps_per_s": transitions / elapsed,
+        "updates_per_s": updates / elapsed,
+        "bytes_per_transition": rss / transitions,
+        "rank_tracker_bytes_per_item": rank.bytes_per_item() if rank else 0.0,
+    }
+
+
+def _child(measure, args, results) -> None:
+    results.put(measure(*args))
+
+
+def in_fresh_process(measure, *args) -> dict:
+    """`measure(*args)` in a spawned process: its own TF, allocator and resident memory."""
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    process = context.Process(target=_child, args=(measure, args, results))
+    process.start()
+    row = results.get(timeout=1_800)
+    process.join(timeout=60)
+    return row
+
+
+def measure_all(env: str, min_replay_size: int, seconds: float, warmup_s: float, alone_s: float) -> list[dict]:
+    base = benchmark_config(env, "proportional", min_replay_size)
+    rows = [
+        {"measurement": "env", **in_fresh_process(env_rate, base, alone_s)},
+        {"measurement": "learner", **in_fresh_process(learner_rate, base, alone_s)},
+    ]
+    rows[1]["agent_steps_per_s"] = rows[1]["updates_per_s"] * base.update_period
+    for actors in (0, 1):
+        for variant in VARIANTS:
+            config = dataclasses.replace(benchmark_config(env, variant, min_replay_size), num_actors=actors)
+            row = in_fresh_process(end_to_end, config, warmup_s, seconds)
+            rows.append({"measurement": "end_to_end", "replay": variant, "actors": actors, **row})
+            print(f"{variant}, {actors} actor(s): {row['agent_steps_per_s']:.0f} agent steps/s", flush=True)
+    bound = 1 / (1 / rows[0]["agent_steps_per_s"] + 1 / rows[1]["agent_steps_per_s"])
+    columns = (
+        "measurement", "replay", "actors", "agent_steps_per_s", "updates_per_s", "bytes_per_transition",
+        "rank_tracker_bytes_per_item",
+    )  # fmt: skip
+    table = []
+    for row in rows:
+        full = {name: row.get(name, "") for name in columns}
+        full["of_bound"] = row["agent_steps_per_s"] / bound if row["measurement"] == "end_to_end" else ""
+        table.append({k: round(v, 3) if isinstance(v, float) else v for k, v in full.items()})
+    return table
+
+
+def rank_overhead(rows: list[dict], actors: int) -> float:
+    """1 - rank-based / proportional agent steps/s."""
+    rate = {r["replay"]: r["agent_steps_per_s"] for r in rows if r["actors"] == actors}
+    return 1 - rate["rank"] / rate["proportional"]
+
+
+def markdown(rows: list[dict], config: PerConfig, seconds: float, load: tuple, wall_time_s: float, stem: str) -> str:
+    env, learner, *ends = rows
+    bound = 1 / (1 / env["agent_steps_per_s"] + 1 / learner["agent_steps_per_s"])
+    machine = provenance.machine()
+    lines = [
+        f"# PER agent throughput ({config.env}, benchmark scale, {machine['cores']} CPU cores)",
+        "",
+        f"Produced by `python -m per.benchmark_agent` (see its docstring and `{stem}.provenance.json`), in one run.",
+        f"Load average (1 min) at start {load[0]:.1f}, at end {load[1]:.1f}: the machine was shared with other",
+        "work, so absolute rates are this machine's at that time.",
+        f"Presets: `{config.env.split(':')[0]}_ddqn*` at epsilon {config.epsilon_end} (fixed), "
+        f"{config.samples_per_insert:g} samples per insert (a batch of",
+        f"{config.batch_size} per {config.update_period} agent steps), learning after "
+        f"{config.min_replay_size:,} transitions; each end-to-end row timed over {seconds:g} s.",
+        "`bytes/transition`: the learner process's resident-memory growth per transition received (Reverb",
+        "server in it) over the timed window: rough, allocator noise is of its order here; `per.benchmark_memory`",
+        "measures the server alone. `tracker B/item`: the rank tracker's Python memory per item it knows,",
+        "which a rank-based replay adds to the server's bytes (x 10^6 for a full Atari replay).",
+        "",
+        f"- env alone (uniform random actions): {env['agent_steps_per_s']:,.0f} agent steps/s",
+        f"- learner update alone: {learner['updates_per_s']:,.1f} updates/s = {learner['agent_steps_per_s']:,.0f} "
+        f"agent steps/s at {config.update_period} agent steps per update",
+        f"- bound 1/(1/env + 1/learner): {bound:,.0f} agent steps/s",
+        "",
+        "| replay | actor processes | agent steps/s | updates/s | bytes/transition | tracker B/item | of bound |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in ends:
+        lines.append(
+            f"| {r['replay']} | {r['actors']} | {r['agent_steps_per_s']:,.0f} | {r['updates_per_s']:,.1f} "
+            f"| {r['bytes_per_transition']:,.0f} | {r['rank_tracker_bytes_per_item']:,.0f} | {r['of_bound']:.0%} |"
+        )
+    lines.append("")
+    for actors in (0, 1):
+        overhead = rank_overhead(ends, actors)
+        verdict = "meets" if overhead <= RANK_OVERHEAD_TARGET else "misses"
+        lines.append(
+            f"- {actors} actor process(es): rank-based costs {overhead:.1%} of proportional's agent steps/s "
+            f"({verdict} the <= {RANK_OVERHEAD_TARGET:.0%} target)."
+        )
+    for variant in VARIANTS:
+        single, split = (next(r for r in ends if r["replay"] == variant and r["actors"] == a) for a in (0, 1))
+        lines.append(
+            f"- {variant}: one actor process runs {split['agent_steps_per_s'] / single['agent_steps_per_s']:.2f}x "
+            f"the single process's agent steps/s; of the bound {single['of_bound']:.0%} and {split['of_bound']:.0%}"
+            f" (target >= {BOUND_TARGET:.0%})."
+        )
+    lines += ["", f"Wall time {wall_time_s:.0f} s.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise UsageError(f"unexpected arguments {argv[1:]}; flags only (see --help)")
+    for name in ("seconds", "warmup_s", "alone_s"):
+        if not FLAGS[name].value > 0:
+            raise UsageError(f"--{name}={FLAGS[name].value}: must be > 0")
+    config = benchmark_config(FLAGS.env, "proportional", FLAGS.min_replay_size)
+    agent.validate(config)
+    start, load = time.time(), [os.getloadavg()[0]]
+    rows = measure_all(FLAGS.env, FLAGS.min_replay_size, FLAGS.seconds, FLAGS.warmup_s, FLAGS.alone_s)
+    wall_time, load = time.time() - start, (load[0], os.getloadavg()[0])
+    family, game = envs.parse(FLAGS.env)
+    stem = "agent" if FLAGS.env == "minatar:breakout" else f"agent_{family}_{game}"
+    report = markdown(rows, config, FLAGS.seconds, load, wall_time, stem)
+    print(report)
+    out = output_dir("per", "benchmarks")
+    write_csv(out / f"{stem}.csv", rows)
+    (out / f"{stem}.md").write_text(report)
+    provenance.write(
+        out, f"{stem}.provenance.json", seeds=[config.seed], frames=None, wall_time_s=wall_time, scale="benchmark",
+        config={"env": FLAGS.env, "seconds": FLAGS.seconds, "warmup_s": FLAGS.warmup_s, "alone_s": FLAGS.alone_s,
+                "min_replay_size": FLAGS.min_replay_size, "epsilon": config.epsilon_end,
+                "params_period": agent.PARAMS_PERIOD},
+        extra={"load_average_1min": {"start": load[0], "end": load[1]}},
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    cli.run(main)

@@ -1,0 +1,28 @@
+"""Fixtures shared by the test modules."""
+
+import pytest
+import reverb
+
+from common.reverb import server as reverb_server
+
+
+@pytest.fixture
+def reverb_tables():
+    """`make(tables, checkpoint_dir=None) -> (client, parts)`: an in-process Reverb server for `tables`.
+
+    Append to `parts` what holds streams to the server (replays, actors,
+    agents): each is closed before the server stops, because an in-process
+    client crashes if its server stops under it.
+    """
+    made = []
+
+    def make(tables, checkpoint_dir=None):
+        server = reverb_server.make_server(tables, checkpoint_dir=checkpoint_dir)
+        made.append((server, []))
+        return reverb.Client(f"localhost:{server.port}"), made[-1][1]
+
+    yield make
+    for server, parts in made:
+        for part in parts:
+            part.close()
+        server.stop()
