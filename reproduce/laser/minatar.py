@@ -174,8 +174,10 @@ def markdown(stem: str, study: Study, rows: list[dict], missing: list[str], prof
     return "\n".join(lines) + "\n"
 
 
-def plot(study: Study, summaries: dict[str, dict], games: list[str], seeds: range, path: pathlib.Path) -> None:
-    fig, axes = plt.subplots(1, len(games), figsize=(4.5 * len(games), 3.4), squeeze=False)
+def plot(
+    study: Study, summaries: dict[str, dict], games: list[str], seeds: range, path: pathlib.Path, title: str
+) -> None:
+    fig, axes = plt.subplots(1, len(games), figsize=(max(6.0, 4.5 * len(games)), 3.8), squeeze=False)
     for ax, game in zip(axes[0], games):
         for colour, arm in enumerate(study.arms):
             for seed in seeds:
@@ -188,6 +190,7 @@ def plot(study: Study, summaries: dict[str, dict], games: list[str], seeds: rang
         ax.set(title=game, xlabel="fresh frames")
     axes[0][0].set_ylabel("training return (bucket mean)")
     axes[0][0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -206,7 +209,8 @@ def write_study(stem: str, study: Study, summaries: dict[str, dict], games: list
     missing = [j for j in jobs if j not in summaries]
     text = markdown(stem, study, rows, missing, profile, scale)
     (out / f"{stem}.md").write_text(text)
-    plot(study, summaries, games, seeds, out / f"{stem}.png")
+    title = f"LASER {study.title}\n{profile} profile: MinAtar, {scale.frames:,} fresh frames per agent"
+    plot(study, summaries, games, seeds, out / f"{stem}.png", title)
     agents = [(j, i, a) for j in done for i, a in enumerate(summaries[j]["agents"])]
     provenance.write(
         out, f"{stem}.provenance.json",
