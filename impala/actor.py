@@ -32,11 +32,15 @@ class Actor:
         jit: bool,
         tables: Mapping[str, float] = QUEUE_ONLY,
         params_table: str = PARAMS,
+        episode_tables: Mapping[str, float] | None = None,
+        max_episode_length: int = 0,
     ):
         self._network, self._env, self._client = network, env, client
         self._params_table = params_table
         self._length = unroll_length
-        self._writer = unroll_adder(client, spec, env.num_envs, unroll_length, tables)
+        self._writer = unroll_adder(
+            client, spec, env.num_envs, unroll_length, tables, episode_tables, max_episode_length
+        )  # fmt: skip
         self._seed = seed
         self._policy = tf.function(self._policy_step, jit_compile=jit)
 
@@ -76,7 +80,7 @@ class Actor:
                 "episode_return": np.where(game_over, episode_return, np.nan).astype(np.float32),
                 "episode_length": np.where(game_over, episode_length, 0).astype(np.int32),
                 **({"core_state": tf.nest.map_structure(np.asarray, state)} if self._network.recurrent else {}),
-            })  # fmt: skip
+            }, starts=first)  # fmt: skip
             episode_return[game_over], episode_length[game_over] = 0.0, 0
             observation, first, state = next_observation, terminated | truncated, next_state
             t += 1

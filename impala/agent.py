@@ -44,12 +44,20 @@ def run_actor(
     seed: int,
     tables: Mapping[str, float] = trajectories.QUEUE_ONLY,
     params_table: str = PARAMS,
+    episode_tables: Mapping[str, float] | None = None,
+    max_episode_length: int = 0,
 ) -> None:
-    """Acts forever with parameters from `params_table`, writing each unroll once into `tables` ({name: priority})."""
+    """Acts forever with parameters from `params_table`, writing each unroll once into `tables` ({name: priority}).
+
+    `episode_tables` get each whole episode too (LASER's recomputed LSTM states; `SequenceAdder`).
+    """
     env = envs.make_batched(config.env, config.envs_per_actor, seed=seed, **dict(config.env_options))
     network, spec = build_agent(config)
     jit = networks.xla_compiles_network(config.xla)
-    actor = Actor(network, spec, env, client, config.unroll_length, seed, jit, tables=tables, params_table=params_table)
+    actor = Actor(
+        network, spec, env, client, config.unroll_length, seed, jit, tables=tables, params_table=params_table,
+        episode_tables=episode_tables, max_episode_length=max_episode_length,
+    )  # fmt: skip
     actor.run()
 
 
@@ -67,8 +75,8 @@ class QueueLearner:
         with variable_scope(strategy):
             self.network, self.spec = build_agent(config)
             self.learner = self.learner_class(config, self.network, strategy)
-            self.learner.build(
-                {k: tf.zeros([1, config.unroll_length + 1, *s.shape], s.dtype) for k, s in self.spec.items()}
+            self.learner.build(  # A nest: an LSTM agent's `core_state` is one.
+                tf.nest.map_structure(lambda s: tf.zeros([1, config.unroll_length + 1, *s.shape], s.dtype), self.spec)
             )
         self.config, self._client, self._address = config, client, address
         self._batches = self.batches()

@@ -82,6 +82,24 @@ class ActorCritic(snt.Module):
             features = tf.stack(outputs)
         return self._heads(features), state
 
+    def core_states(self, observations: tf.Tensor, first: tf.Tensor, state) -> tuple[object, object]:
+        """The LSTM state before each of T steps, as the actor stores it, and the state after the last.
+
+        observations [T, B, ...], first [T, B]; the states are [T, B, ...] nests.
+        LASER's replayer recomputes the stored states with this (App. A.2).
+        """
+        if self._core is None:
+            raise ValueError("core_states needs an LSTM (use_lstm=True)")
+        T, B = tf.shape(observations)[0], tf.shape(observations)[1]
+        flat = tf.reshape(observations, tf.concat([[T * B], tf.shape(observations)[2:]], 0))
+        features = self._embed(flat)
+        features = tf.reshape(features, [T, B, features.shape[-1]])
+        states = []
+        for t in range(observations.shape[0]):  # Static T, as in `unroll`.
+            states.append(state)  # Before the reset at an episode start, as the actor stores it.
+            _, state = self._core(features[t], self._reset(state, first[t]))
+        return tf.nest.map_structure(lambda *s: tf.stack(s), *states), state
+
 
 def xla_compiles_network(xla: str) -> bool:
     """Whether the network runs under XLA for the config's `xla` mode."""

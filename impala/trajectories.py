@@ -50,12 +50,18 @@ def unroll_adder(
     num_envs: int,
     unroll_length: int,
     tables: Mapping[str, float] = QUEUE_ONLY,
+    episode_tables: Mapping[str, float] | None = None,
+    max_episode_length: int = 0,
 ):
     """Items of T + 1 steps every T steps into `tables` ({name: priority}), for `num_envs` envs.
 
-    Several tables (LASER's queue and replay) reference the same stored steps.
+    Several tables (LASER's queue and replay) reference the same stored steps;
+    `episode_tables` get whole episodes of at most `max_episode_length` steps
+    (LASER's recomputed LSTM states, App. A.2), from the same steps too.
     """
-    return adders.SequenceAdder(client, spec, num_envs, unroll_length + 1, unroll_length, dict(tables))
+    return adders.SequenceAdder(
+        client, spec, num_envs, unroll_length + 1, unroll_length, dict(tables), episode_tables, max_episode_length
+    )
 
 
 def batches(

@@ -15,6 +15,12 @@ priority instead; the learner weights each replayed unroll by its IS weight
 and writes the unrolls' new priorities back after the update
 (`laser.priorities`).
 
+With `recompute_replay_state` (LSTM agents; App. A.2, App. B) actors write
+whole episodes to `episodes` instead of unrolls to `replay`; a replayer thread
+in the learner's process samples them uniformly, recomputes their LSTM states
+with the newest parameters and writes unrolls to `replayed`, from which the
+learner takes its B_replay (`laser.replayer`).
+
 With pure replay (fraction 1) the learner still dequeues one fresh unroll
 per step, to pace the actors and to count frames and episodes, but learns
 from the replay only. Without replay (fraction 0) this is IMPALA.
@@ -22,6 +28,7 @@ from the replay only. Without replay (fraction 0) this is IMPALA.
 
 from __future__ import annotations
 
+import threading
 from typing import Iterator
 
 import numpy as np
@@ -35,6 +42,7 @@ from impala import trajectories
 from laser.config import LaserConfig
 from laser.learner import Learner
 from laser.priorities import CriticLossPriorities
+from laser.replayer import EPISODES_TABLE, REPLAYED_TABLE, Replayer, sampled_episodes
 
 REPLAY_TABLE = "replay"
 
@@ -65,8 +73,18 @@ def replay_table(config: LaserConfig) -> reverb.Table:
     return tables.uniform_replay(REPLAY_TABLE, capacity, min_size=min_size)
 
 
+def recompute_tables(config: LaserConfig) -> list[reverb.Table]:
+    """Whole episodes, at most `replay_capacity` observations (App. A.2), and the replayer's unrolls."""
+    episodes = tables.uniform_replay(
+        EPISODES_TABLE, config.replay_capacity_episodes, min_size=config.min_replay_episodes
+    )  # fmt: skip
+    return [episodes, tables.shuffled_queue(REPLAYED_TABLE, config.queue_size)]
+
+
 def agent_tables(config: LaserConfig) -> list[reverb.Table]:
-    return own_tables(config) + ([replay_table(config)] if config.replay_batch_size else [])
+    if not config.replay_batch_size:
+        return own_tables(config)
+    return own_tables(config) + (recompute_tables(config) if config.recompute_replay_state else [replay_table(config)])
 
 
 def sweep_tables(configs: list[LaserConfig]):
@@ -83,13 +101,17 @@ def actor_tables(config: LaserConfig) -> dict[str, float]:
     Uniform replay ignores the priority; in a prioritized one 1.0 is the maximum
     (the learner's priorities are normalised, `laser.priorities`), where PER puts new items.
     """
-    if config.replay_batch_size:
+    if config.replay_batch_size and not config.recompute_replay_state:
         return {queue_table(config): 1.0, REPLAY_TABLE: 1.0}
     return {queue_table(config): 1.0}
 
 
 def run_actor(config: LaserConfig, client: reverb.Client, seed: int) -> None:
-    impala_agent.run_actor(config, client, seed, actor_tables(config), params_table(config))
+    """Acts; with `recompute_replay_state`, whole episodes go to `episodes` instead of unrolls to `replay`."""
+    episodes = {EPISODES_TABLE: 1.0} if config.recompute_replay_state else None
+    impala_agent.run_actor(
+        config, client, seed, actor_tables(config), params_table(config), episodes, config.max_replay_episode_steps
+    )  # fmt: skip
 
 
 class MixedLearner(impala_agent.QueueLearner):
@@ -104,6 +126,21 @@ class MixedLearner(impala_agent.QueueLearner):
         if config.prioritized_replay:
             self.priorities = CriticLossPriorities(client, REPLAY_TABLE, config.importance_sampling_exponent)
         super().__init__(config, client, address)
+        self._replayer_error = None
+
+    def start(self) -> None:
+        super().start()
+        if self.config.recompute_replay_state:  # After the first publish: the replayer needs parameters.
+            threading.Thread(target=self._replay, daemon=True, name="replayer").start()
+
+    def _replay(self) -> None:
+        """App. B's Replayer Thread, with its own copy of the network; errors surface in `step`."""
+        try:
+            network, spec = impala_agent.build_agent(self.config)
+            replayer = Replayer(self.config, self._client, network, self.params_table)
+            replayer.run(sampled_episodes(self._client, spec, replayer.episodes_per_pass))
+        except Exception as error:  # noqa: BLE001 - handed to the learner's thread.
+            self._replayer_error = error
 
     def batches(self) -> Iterator[tuple[dict, dict] | None]:
         """(fresh, replayed) pairs, or None after a wait (so the loop can look at signals).
@@ -119,8 +156,8 @@ class MixedLearner(impala_agent.QueueLearner):
         replay_batches = None
         if c.replay_batch_size:
             replay_batches = datasets.batches(
-                self._address, REPLAY_TABLE, self.spec, c.unroll_length + 1, c.replay_batch_size, wait,
-                with_info=c.prioritized_replay,
+                self._address, REPLAYED_TABLE if c.recompute_replay_state else REPLAY_TABLE, self.spec,
+                c.unroll_length + 1, c.replay_batch_size, wait, with_info=c.prioritized_replay,
             )  # fmt: skip
         while True:
             fresh = next(fresh_batches)
@@ -133,6 +170,8 @@ class MixedLearner(impala_agent.QueueLearner):
             yield fresh, replayed
 
     def step(self) -> loop.Step | None:
+        if self._replayer_error is not None:
+            raise RuntimeError("the replayer thread failed") from self._replayer_error
         pair = next(self._batches)
         if pair is None:
             return None
@@ -157,10 +196,12 @@ class MixedLearner(impala_agent.QueueLearner):
     def progress(self) -> dict[str, float]:
         info = self._client.server_info()
         found = {"queue": info[self.queue_table].current_size}
-        if REPLAY_TABLE in info:
-            found["replay"] = info[REPLAY_TABLE].current_size
-            if self.config.trust_region and self._accepted is not None:
-                found["accepted"] = round(self._accepted, 3)  # Replayed steps the trust region kept, last batch.
+        # The loop's line has its own "episodes" (finished ones): the stored ones are "replay_episodes".
+        for table, key in ((REPLAY_TABLE, "replay"), (EPISODES_TABLE, "replay_episodes"), (REPLAYED_TABLE, "replayed")):
+            if table in info:
+                found[key] = info[table].current_size
+        if self.config.replay_batch_size and self.config.trust_region and self._accepted is not None:
+            found["accepted"] = round(self._accepted, 3)  # Replayed steps the trust region kept, last batch.
         return found
 
 

@@ -20,6 +20,13 @@ B_online = round(B (1 - replay_fraction)).
 The replay samples uniformly (the paper's LASER) or, with
 `replay_priority="critic_loss"`, in proportion to p^alpha with p each unroll's
 critic loss, its updates weighted by (N P)^-beta (App. A.2, `laser.priorities`).
+
+LSTM agents replay stale states unless `recompute_replay_state` is set: then
+actors store whole episodes and a replayer recomputes the states from each
+episode's start with the newest parameters (App. A.2, App. B; `laser.replayer`).
+The paper does so for its LSTM agents (DMLab's PreCo LSTM); none of the presets
+here has an LSTM (§5.1's Atari network is feed-forward), so all leave it off; an
+LSTM preset (e.g. `--config_override use_lstm=true`) should turn it on.
 """
 
 from __future__ import annotations
@@ -58,6 +65,14 @@ class LaserConfig(ImpalaConfig):
     # beta of the IS weights (N P(i))^-beta: Fig. 4 right runs 0.5 and 1, and "the best
     # prioritized replay agent uses full importance sampling corrections (beta = 1)".
     importance_sampling_exponent: float = 1.0
+    # App. A.2 / App. B: replay whole episodes, recomputing the LSTM state from each
+    # episode's start with the newest parameters. False: the actor's stored (stale)
+    # state, Fig. 4 right's "no refresh". Needs use_lstm and replay; a lone, uniform agent.
+    recompute_replay_state: bool = False
+    # The longest episode stored whole, in steps: the actors' writers keep this many
+    # steps alive per env. A longer episode is cut into segments; the replayer treats
+    # a cut as the end of an episode and starts the next segment from the zero state.
+    max_replay_episode_steps: int = 1000
 
     def __post_init__(self):
         super().__post_init__()
@@ -68,6 +83,7 @@ class LaserConfig(ImpalaConfig):
         if self.sweep_member < -1:
             raise UsageError(f"sweep_member={self.sweep_member}: -1 (a lone agent) or a member index >= 0")
         self._check_priorities()
+        self._check_recompute()
         if self.trust_region and self.correction != "vtrace":
             raise UsageError(
                 f"correction={self.correction!r} with trust_region=True: the trust region is defined for V-trace "
@@ -112,6 +128,23 @@ class LaserConfig(ImpalaConfig):
                 "priority of a replay shared by several agents (LASER §5.2); sweeps use replay_priority=uniform"
             )
 
+    def _check_recompute(self) -> None:
+        if self.max_replay_episode_steps < 1:
+            raise UsageError(f"max_replay_episode_steps={self.max_replay_episode_steps}: must be >= 1")
+        if not self.recompute_replay_state:
+            return
+        why = None
+        if not self.use_lstm:
+            why = "there is no LSTM state to recompute: set use_lstm=true"
+        elif not self.replay_batch_size:
+            why = "nothing is replayed: set replay_fraction > 0"
+        elif self.replay_priority != "uniform":
+            why = "App. A.2 recomputes for uniform replay only (a prioritized replay samples mid-episode)"
+        elif self.sweep_member >= 0:
+            why = "not yet in a shared-replay sweep"
+        if why:
+            raise UsageError(f"recompute_replay_state=True: {why}")
+
     @property
     def prioritized_replay(self) -> bool:
         """Whether the replay samples by priority (and the learner weights and re-prioritizes)."""
@@ -135,6 +168,17 @@ class LaserConfig(ImpalaConfig):
     @property
     def replay_capacity_unrolls(self) -> int:
         return self.replay_capacity // self.unroll_length
+
+    @property
+    def replay_capacity_episodes(self) -> int:
+        """Episodes the `episodes` table holds: at most `replay_capacity` observations, whatever their lengths."""
+        return max(self.replay_capacity // self.max_replay_episode_steps, 1)
+
+    @property
+    def min_replay_episodes(self) -> int:
+        """Episodes before sampling starts: `min_replay_size`, or a replay batch, of observations at the longest."""
+        observations = max(self.min_replay_size, self.replay_batch_size * self.unroll_length)
+        return min(-(-observations // self.max_replay_episode_steps), self.replay_capacity_episodes)
 
     @property
     def min_replay_unrolls(self) -> int:

@@ -5,6 +5,8 @@ One machine (an in-process Reverb server, the learner, N actor processes):
     python -m laser.train --preset minatar_laser --env minatar:breakout --frames 2e6
     python -m laser.train --preset toy_laser --config_override replay_fraction=0.5
     python -m laser.train --preset minatar_laser_a2 --config_override replay_priority=critic_loss  # App. A.2
+    python -m laser.train --preset toy_laser --config_override use_lstm=true \
+        --config_override recompute_replay_state=true  # App. A.2 / B: recomputed LSTM states
 
 Many machines: the roles of `impala.train` (`--role server|learner|actor`).
 

@@ -55,6 +55,7 @@ def snapshot(directory: pathlib.Path) -> dict[str, bytes]:
         (["min_replay_size=1000"], "exceed queue_size=64 unrolls"),
         (["replay_priority=rank"], "unknown replay_priority 'rank'; accepted: uniform, critic_loss"),
         (["importance_sampling_exponent=2"], "importance_sampling_exponent=2.0: must be in [0, 1]"),
+        (["recompute_replay_state=true"], "recompute_replay_state=True: there is no LSTM state"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, overrides, fragment):

@@ -3,7 +3,8 @@
 | agent  | tables                                                  |
 | ------ | ------------------------------------------------------- |
 | IMPALA | `queue` (FIFO, each item sampled once), `params`        |
-| LASER  | IMPALA's plus `replay` (uniform or prioritized, FIFO)   |
+| LASER  | IMPALA's plus `replay` (uniform or prioritized, FIFO);  |
+|        | with recomputed LSTM states `episodes` and `replayed`   |
 | PER    | `replay` (prioritized, FIFO eviction), `params` (actors) |
 """
 
@@ -19,6 +20,25 @@ PARAMS = "params"
 def queue(name: str, max_size: int) -> reverb.Table:
     """A FIFO queue: every item is sampled exactly once, in insertion order (IMPALA §3)."""
     return reverb.Table.queue(name, max_size)
+
+
+def shuffled_queue(name: str, max_size: int) -> reverb.Table:
+    """A queue sampled in random order: every item sampled exactly once, uniformly among those waiting.
+
+    LASER's replayer writes consecutive unrolls of one episode (App. B); a
+    batch drawn at random from `max_size` of them mixes several episodes.
+    Inserts block while it is full, samples while it is empty, as `queue`'s.
+    """
+    return reverb.Table(
+        name=name,
+        sampler=reverb.selectors.Uniform(),
+        remover=reverb.selectors.Fifo(),
+        max_size=max_size,
+        max_times_sampled=1,
+        rate_limiter=reverb.rate_limiters.RateLimiter(
+            samples_per_insert=1.0, min_size_to_sample=1, min_diff=0.0, max_diff=float(max_size)
+        ),
+    )
 
 
 def variables(name: str = PARAMS) -> reverb.Table:
