@@ -134,6 +134,12 @@ def summarise(arm_name: str, game: str, seed: int, run_dirs: list[pathlib.Path],
     }  # fmt: skip
 
 
+def write_job_provenance(directory: pathlib.Path, name: str, summary: dict) -> None:
+    """The job's own record (each agent's commit, command, segments), beside its summary."""
+    record = {f"agent_{i}": agent["run_provenance"] for i, agent in enumerate(summary["agents"])}
+    (directory / f"{name}.provenance.json").write_text(json.dumps(record, indent=1) + "\n")
+
+
 def study_rows(study: Study, summaries: dict[str, dict], games: list[str], seeds: range) -> list[dict]:
     rows = []
     for game in games:
@@ -262,9 +268,15 @@ def main(argv: list[str]) -> None:
                     if path.exists() or FLAGS.summarise_only:
                         continue
                     run_dirs = run_job(ARMS[arm], game, seed, scale, runs / name)
-                    path.write_text(json.dumps(summarise(arm, game, seed, run_dirs, scale), indent=1) + "\n")
+                    summary = summarise(arm, game, seed, run_dirs, scale)
+                    path.write_text(json.dumps(summary, indent=1) + "\n")
+                    write_job_provenance(summaries_dir, name, summary)
                     print(f"{name}: summarised into {path} ({time.time() - start:.0f}s into this command)", flush=True)
-    summaries = {p.stem: json.loads(p.read_text()) for p in sorted(summaries_dir.glob("*.json"))}
+    summaries = {
+        p.stem: json.loads(p.read_text())
+        for p in sorted(summaries_dir.glob("*.json"))
+        if not p.name.endswith(".provenance.json")
+    }
     for stem in studies():
         write_study(stem, STUDIES[stem], summaries, study_games(STUDIES[stem]), seeds, out, FLAGS.profile, scale)
 
