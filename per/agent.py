@@ -57,7 +57,7 @@ from common import envs, loop
 from common.errors import UsageError
 from common.networks import check_fits_env
 from common.reverb import tables
-from per import networks
+from per import networks, td_errors
 from per.actor import Actor, ApexActor, Broadcast, publish, read_episodes
 from per.config import PerConfig
 from per.learner import FIELDS, Learner
@@ -194,13 +194,30 @@ class ReplayState(tf.train.experimental.PythonState):
                 r._rank._unseen = int(arrays["rank_unseen"])
 
 
+class Serialized(tf.train.experimental.PythonState):
+    """A checkpoint entry for an object with `serialize() -> bytes` and `deserialize(bytes)`."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def serialize(self) -> bytes:
+        return self.value.serialize()
+
+    def deserialize(self, string_value: bytes) -> None:
+        self.value.deserialize(string_value)
+
+
 class PrioritizedDqn:
     """What both learners share: the networks, the Double DQN learner, the replay client, one update.
 
-    `DqnAgent` acts itself; `ApexAgent` learns from actor processes.
+    `DqnAgent` acts itself; `ApexAgent` learns from actor processes. With
+    `td_error_snapshot_frames` set, the learner also logs the sampled items'
+    |delta| for PER App. Fig. 10 into `run_dir` (`per.td_errors`).
     """
 
-    def __init__(self, config: PerConfig, client: reverb.Client, seed: int, **replay_options):
+    def __init__(
+        self, config: PerConfig, client: reverb.Client, seed: int, run_dir: pathlib.Path | None, **replay_options
+    ):
         tf.random.set_seed(seed)  # The networks' initial weights.
         space, num_actions = spaces(config)
         self.observation_space = space
@@ -210,13 +227,21 @@ class PrioritizedDqn:
         self.learner = Learner(config, online, target)
         self.replay = make_replay(config, client, **replay_options)
         self.replay_state = ReplayState(self.replay)
+        self.td_errors = None
+        if config.td_error_snapshot_frames and run_dir is not None:
+            self.td_errors = td_errors.TdErrorLog(
+                run_dir / td_errors.FILE, config.td_error_snapshot_frames, config.replay_capacity
+            )
         self._items = 0  # Transitions in the table (set by `start`).
 
     frames = property(lambda self: self.learner.frames)
     steps = property(lambda self: self.learner.update_count)
 
     def state(self) -> dict[str, Any]:
-        return {"learner": self.learner, "replay": self.replay_state}
+        state = {"learner": self.learner, "replay": self.replay_state}
+        if self.td_errors is not None:
+            state["td_errors"] = Serialized(self.td_errors)
+        return state
 
     def start(self) -> None:
         """After the checkpoint's restore.
@@ -239,6 +264,9 @@ class PrioritizedDqn:
     def learn(self, beta: float, batch) -> dict[str, float]:
         """Algorithm 1, lines 11-14 and 12's priorities, on a sampled `batch`; the numbers for the log."""
         update = self.learner.update(dict(zip(FIELDS, batch.data)), batch.weights)
+        if self.td_errors is not None:
+            self.td_errors.record(batch.keys, update.td_error, self.replay.inserted_at(batch.keys))
+            self.td_errors.maybe_snapshot(self.frames, self.replay.inserted, batch.table_size)
         if self.config.replay != "uniform":  # Uniform replay ignores priorities.
             self.replay.update(batch.keys, update.td_error)
         return {
@@ -266,9 +294,11 @@ class PrioritizedDqn:
 class DqnAgent(PrioritizedDqn):
     """The loop's learner: the synchronous prioritized Double DQN loop on a Reverb replay."""
 
-    def __init__(self, config: PerConfig, client: reverb.Client, seed: int | None = None):
+    def __init__(
+        self, config: PerConfig, client: reverb.Client, seed: int | None = None, run_dir: pathlib.Path | None = None
+    ):
         seed = config.seed if seed is None else seed
-        super().__init__(config, client, seed)
+        super().__init__(config, client, seed, run_dir)
         env = envs.make_batched(config.env, config.envs_per_actor, seed=seed, **dict(config.env_options))
         self.actor = Actor(self.learner.network, env, seed)
 
@@ -313,8 +343,8 @@ class ApexAgent(PrioritizedDqn):
     in no count: a resumed run counts inserts from its table's count at start.
     """
 
-    def __init__(self, config: PerConfig, client: reverb.Client):
-        super().__init__(config, client, config.seed, sole_writer=False, sample_timeout_ms=SAMPLE_WAIT_MS)
+    def __init__(self, config: PerConfig, client: reverb.Client, run_dir: pathlib.Path | None = None):
+        super().__init__(config, client, config.seed, run_dir, sole_writer=False, sample_timeout_ms=SAMPLE_WAIT_MS)
         space = self.observation_space
         self.replay.expect_transitions(np.zeros(space.shape, space.dtype))
         self._table_inserts = 0  # The rate limiter's insert count, as last read.
@@ -366,7 +396,7 @@ class ApexAgent(PrioritizedDqn):
 
 
 def make_agent(config: PerConfig, client: reverb.Client, address: str, directory: pathlib.Path) -> PrioritizedDqn:
-    return ApexAgent(config, client) if config.num_actors else DqnAgent(config, client)
+    return ApexAgent(config, client, directory) if config.num_actors else DqnAgent(config, client, run_dir=directory)
 
 
 def run_actor(config: PerConfig, client: reverb.Client, seed: int) -> None:

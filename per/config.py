@@ -60,7 +60,10 @@ class PerConfig:
     replay_capacity: int = 1_000_000
     min_replay_size: int = 50_000  # Transitions before learning starts.
     alpha: float = priorities.PROPORTIONAL["alpha"]
-    beta0: float = priorities.PROPORTIONAL["beta0"]  # Annealed linearly to 1 at total_frames (§3.4).
+    beta0: float = priorities.PROPORTIONAL["beta0"]  # Annealed linearly to beta_final at total_frames.
+    # §3.4: beta reaches 1 at the end of learning. PER App. Fig. 12 holds beta
+    # fixed instead (beta0 = beta_final = 1: full correction; 0: none).
+    beta_final: float = 1.0
     priority_epsilon: float = 1e-6  # p = |delta| + epsilon (§3.3).
     weight_normalization: str = "batch_max"  # Algorithm 1 line 10; or global_min.
     rerank_interval: int = 10_000  # Rank-based: priority updates between full re-ranks.
@@ -81,6 +84,9 @@ class PerConfig:
     loss_reduction: str = "sum"
     total_frames: int = 200_000_000
     seed: int = 0
+    # PER App. Fig. 10: frames between snapshots of the replay's last-seen
+    # |delta| (RUN_DIR/td_errors.jsonl, `per.td_errors`); 0: none.
+    td_error_snapshot_frames: int = 0
     # Run directory.
     checkpoint_every_s: float = 600.0
     log_every_s: float = 10.0
@@ -109,12 +115,15 @@ class PerConfig:
         ):  # fmt: skip
             if getattr(self, name) < 1:
                 raise UsageError(f"{name}={getattr(self, name)}: must be >= 1")
-        if self.num_actors < 0:
-            raise UsageError(f"num_actors={self.num_actors}: must be >= 0")
+        for name in ("num_actors", "td_error_snapshot_frames"):
+            if getattr(self, name) < 0:
+                raise UsageError(f"{name}={getattr(self, name)}: must be >= 0")
         if self.alpha < 0:
             raise UsageError(f"alpha={self.alpha}: must be >= 0 (0 samples uniformly)")
-        if not 0.0 <= self.beta0 <= 1.0:
-            raise UsageError(f"beta0={self.beta0}: must be in [0, 1] (1 corrects the sampling bias fully)")
+        for name in ("beta0", "beta_final"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise UsageError(f"{name}={value}: must be in [0, 1] (1 corrects the sampling bias fully)")
         if self.priority_epsilon < 0:
             raise UsageError(f"priority_epsilon={self.priority_epsilon}: must be >= 0")
         if self.replay_capacity < max(self.batch_size, self.min_replay_size):

@@ -53,9 +53,9 @@ class Learner(tf.Module):
         self.target_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="target_updates")
         # Epsilon over a fixed number of agent steps (tuned DDQN: 1M), whatever the budget.
         self.epsilon_schedule = LinearSchedule(config.epsilon_start, config.epsilon_end, config.epsilon_decay_steps)
-        # Beta from beta0 to 1 at the end of training (§3.4): over the frame
+        # Beta from beta0 to beta_final (§3.4: 1) at the end of training: over the frame
         # budget; a resume with a larger budget continues from the current value.
-        self.beta_schedule = LinearSchedule(config.beta0, 1.0, config.total_frames)
+        self.beta_schedule = LinearSchedule(config.beta0, config.beta_final, config.total_frames)
         # Not under XLA: measured no faster for these networks on CPU, and it compiles at start.
         self._update = tf.function(self._loss_and_step)
         self._compiled = None
@@ -94,7 +94,7 @@ class Learner(tf.Module):
         return self._epsilon(self.agent_step_count)
 
     def beta(self) -> float:
-        """The IS exponent: linear from beta0 to 1 at the frame budget (§3.4)."""
+        """The IS exponent: linear from beta0 to beta_final (§3.4: 1) at the frame budget."""
         return self._beta(self.frames)
 
     def copy_to_target(self) -> None:

@@ -447,13 +447,17 @@ class PrioritizedReplay:
             return table_size**-self.config.alpha / total
         return self.min_priority**exponent / total
 
+    def inserted_at(self, keys: np.ndarray) -> np.ndarray:
+        """[k] the insertion index of each of the last sample's `keys` (another key: taken as the newest)."""
+        return np.array([self._inserted_at.get(int(k), self.inserted) for k in keys], np.int64)
+
     def update(self, keys: np.ndarray, td_errors: np.ndarray) -> None:
         """Sets the priorities of the last sample's items from their new TD errors.
 
         Items the FIFO remover evicted since that sample are dropped (no-ops);
         a key missing from the last sample counts as live.
         """
-        inserted_at = np.array([self._inserted_at.get(int(k), self.inserted) for k in keys], np.int64)
+        inserted_at = self.inserted_at(keys)
         live = inserted_at >= self.inserted - self.config.capacity  # Older items were evicted.
         keys, inserted_at = np.asarray(keys)[live], inserted_at[live]
         abs_delta = np.abs(np.asarray(td_errors, np.float64))[live]

@@ -87,6 +87,20 @@ def test_epsilon_goes_linearly_from_start_to_end_over_the_decay_steps(make_agent
     assert steps[-1] == 58 and epsilons[-1] == pytest.approx(0.1)
 
 
+@pytest.mark.parametrize("beta0, beta_final", [(0.4, 1.0), (1.0, 1.0), (0.0, 0.0)])
+def test_beta_goes_linearly_from_beta0_to_beta_final_at_the_frame_budget(make_agent, beta0, beta_final):
+    """§3.4's annealing to 1, and App. Fig. 12's fixed beta (full correction, none)."""
+    config = dataclasses.replace(TOY, beta0=beta0, beta_final=beta_final, total_frames=1_000)
+    learner = make_agent(config).learner
+    seen = []
+    for _ in range(12):
+        seen.append((learner.frames, learner.beta()))
+        learner.count_agent_steps(100)
+    frames, betas = np.array(seen).T
+    np.testing.assert_allclose(betas, beta0 + (beta_final - beta0) * np.minimum(frames / 1_000, 1.0), rtol=1e-12)
+    assert betas[-1] == beta_final
+
+
 def test_actor_is_greedy_at_epsilon_0_and_uniform_at_1(make_agent):
     agent = make_agent()
     observations = np.stack([agent.actor._observation[0]] * 3000)

@@ -1,4 +1,4 @@
-"""Uniform, rank-based and proportional Double DQN on the 5 MinAtar games.
+"""Uniform, rank-based and proportional Double DQN on the 5 MinAtar games; PER App. Fig. 10 and 12.
 
 The reduced-scale analogue of PER §4 (Fig. 4 and 7, Tables 6/7): the same
 agent and replay variants (`per.train`, presets `minatar_ddqn`, `_rank`,
@@ -6,7 +6,18 @@ agent and replay variants (`per.train`, presets `minatar_ddqn`, `_rank`,
 
     python -m reproduce.per.minatar --profile full       # 2M frames a run, 5 games x 3 variants
     python -m reproduce.per.minatar --profile full --games breakout --variants rank
+    python -m reproduce.per.minatar --profile full --games breakout --variants rank_full_is,rank_no_is
     python -m reproduce.per.minatar --profile quick      # smoke scale: one game, 15K frames a run
+
+Two appendix figures come from the same runs:
+
+* App. Fig. 10, the last-seen |delta| of the replay's transitions, sorted,
+  over training: every run logs it (`per.td_errors`, 20 snapshots a run), and
+  each game with a rank-based and a uniform run gets fig10_<game>.png;
+* App. Fig. 12, importance sampling: rank-based replay with full correction
+  (beta = 1 throughout, uniform's step size) and none (beta = 0, the step size
+  divided by 4), beside uniform and the annealed rank-based run: the arms
+  `rank_full_is` and `rank_no_is` (not run by default), in fig12.{csv,md,png}.
 
 A study too long for one sitting is assembled from runs made at different
 times, possibly on different machines:
@@ -41,16 +52,27 @@ import reproduce  # noqa: E402
 from common import cli, provenance  # noqa: E402
 from common.envs.minatar import GAMES  # noqa: E402
 from common.errors import UsageError  # noqa: E402
+from per import td_errors  # noqa: E402
 from reproduce import _runs  # noqa: E402
 
 VARIANTS = {"uniform": "minatar_ddqn", "rank": "minatar_ddqn_rank", "proportional": "minatar_ddqn_prop"}
+# PER App. Fig. 12's arms: the rank-based preset with beta held fixed.
+# "The step-size for full IS correction is the same as for uniform replay. For
+# uncorrected prioritized replay, the step-size is reduced by a factor of 4."
+FIG12_ARMS = {
+    "rank_full_is": ("minatar_ddqn_rank", ("beta0=1.0", "beta_final=1.0", "learning_rate=0.00025")),
+    "rank_no_is": ("minatar_ddqn_rank", ("beta0=0.0", "beta_final=0.0")),
+}
+ARMS = {**{variant: (preset, ()) for variant, preset in VARIANTS.items()}, **FIG12_ARMS}
+FIG12_CURVES = ("uniform", "rank", "rank_full_is", "rank_no_is")  # Fig. 12 shows the first, third and fourth.
+TD_ERROR_SNAPSHOTS = 20  # App. Fig. 10's snapshots per run (PER: one per 10^6 of 200M frames).
 FRAMES = {"quick": 15_000, "full": 2_000_000}
 DEFAULT_GAMES = {"quick": ["breakout"], "full": list(GAMES)}
 CURVE_POINTS = 200  # Points of each run's stored curve (the 100-episode trailing mean).
 
 reproduce.define_flags()
 flags.DEFINE_list("games", None, "MinAtar games (default: all 5 for full, breakout for quick).")
-flags.DEFINE_list("variants", list(VARIANTS), "Replay variants to run.")
+flags.DEFINE_list("variants", list(VARIANTS), f"Arms to run: {', '.join(ARMS)}.")
 flags.DEFINE_integer("seeds", 1, "Seeds per game and variant: seed, seed + 1, ...")
 FLAGS = flags.FLAGS
 
@@ -73,6 +95,10 @@ def summarise(run_dir: pathlib.Path, game: str, variant: str, seed: int, final: 
             "frames": episode_frames[points].astype(int).tolist(),
             "trailing100": trailing[points].round(3).tolist(),
         },
+        "td_errors": [
+            {**s, "abs_td_error": np.round(s.get("abs_td_error", []), 6).tolist()}
+            for s in td_errors.read(run_dir / td_errors.FILE)
+        ],
         "config": json.loads((run_dir / "config.json").read_text()),
         "run_provenance": _runs.run_provenance(run_dir),
     }  # fmt: skip
@@ -95,11 +121,12 @@ def published() -> dict[str, float]:
         return {r["game"]: float(r["dqn"]) for r in csv.DictReader(f)}
 
 
-def table_rows(summaries: list[dict], reference: dict[str, float]) -> list[dict]:
-    """One row per run, with the uniform run of the same game and seed as the yardstick."""
+def table_rows(summaries: list[dict], reference: dict[str, float], arms=VARIANTS) -> list[dict]:
+    """One row per run of `arms`, with the uniform run of the same game and seed as the yardstick."""
     uniform = {(s["game"], s["seed"]): s for s in summaries if s["variant"] == "uniform"}
     rows = []
-    for s in sorted(summaries, key=lambda s: (s["game"], list(VARIANTS).index(s["variant"]), s["seed"])):
+    ours = [s for s in summaries if s["variant"] in arms]
+    for s in sorted(ours, key=lambda s: (s["game"], list(arms).index(s["variant"]), s["seed"])):
         baseline = uniform.get((s["game"], s["seed"]))
         rows.append({
             "game": s["game"], "variant": s["variant"], "seed": s["seed"], "frames": s["frames"],
@@ -147,27 +174,82 @@ def markdown(rows: list[dict], profile: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(summaries: list[dict], reference: dict[str, float], path: pathlib.Path) -> None:
+def plot(summaries: list[dict], reference: dict[str, float], path: pathlib.Path, arms=VARIANTS) -> None:
+    """Each game's training curves (100-episode mean) per arm, Y&T's DQN at 5M as a line."""
     games = [g for g in GAMES if any(s["game"] == g for s in summaries)]
-    fig, axes = plt.subplots(1, len(games), figsize=(4 * len(games), 3.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(games), figsize=(4 * len(games), 3.6), squeeze=False)
     for ax, game in zip(axes[0], games):
-        for colour, variant in enumerate(VARIANTS):
-            for s in (s for s in summaries if s["game"] == game and s["variant"] == variant):
-                label = variant if s["seed"] == min(x["seed"] for x in summaries) else None
+        for colour, arm in enumerate(arms):
+            for s in (s for s in summaries if s["game"] == game and s["variant"] == arm):
+                label = arm if s["seed"] == min(x["seed"] for x in summaries) else None
                 ax.plot(s["curve"]["frames"], s["curve"]["trailing100"], color=f"C{colour}", lw=1, label=label)
         ax.axhline(reference[game], color="grey", ls=":", label="Y&T DQN at 5M")
         ax.set(title=game, xlabel="frames")
     axes[0][0].set_ylabel("training return (100-episode mean)")
     axes[0][0].legend(fontsize=7)
+    budget = ", ".join(f"{f:,}" for f in sorted({s["frames"] for s in summaries}))
+    fig.suptitle(f"Double DQN on MinAtar, {FLAGS.profile} profile: {budget} frames a run", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
+def fig12_markdown(rows: list[dict], profile: str) -> str:
+    scale = "SMOKE SCALE (quick profile): not a result" if profile == "quick" else "Reduced scale"
+    lines = [
+        f"# {scale}: PER App. Fig. 12 on MinAtar, importance sampling with rank-based replay",
+        "",
+        "`rank_full_is`: beta = 1 throughout, uniform's step size; `rank_no_is`: beta = 0, the step size",
+        "divided by 4 (PER App. Fig. 12's two arms); `rank`: beta annealed 0.5 -> 1 (Table 3), the step size",
+        "divided by 4; `uniform`: alpha = 0. `last100`: the mean return of the last 100 training episodes.",
+        "One seed per arm: an illustration of the trade-off PER describes (uncorrected prioritization learns",
+        "faster early, correction is safer later), not a measurement of it.",
+        "",
+        "| game | arm | seed | frames | last100 | to uniform's final |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        reach = r["frames_to_uniform_final"]
+        lines.append(
+            f"| {r['game']} | {r['variant']} | {r['seed']} | {r['frames']:,} | {r['last100']:.2f} "
+            f"| {'never' if reach is None else f'{reach:,}'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot_td_errors(rank: dict, uniform: dict, path: pathlib.Path) -> None:
+    """PER App. Fig. 10: sorted last-seen |delta| over training, rank-based (top) and uniform (bottom)."""
+    fig, axes = plt.subplots(2, 1, figsize=(5, 6.4), sharex=True)
+    for ax, summary in zip(axes, (rank, uniform)):
+        snapshots = [s for s in summary["td_errors"] if s.get("abs_td_error")]
+        colours = plt.cm.coolwarm(np.linspace(0, 1, len(snapshots)))
+        for colour, snapshot in zip(colours, snapshots):
+            ax.plot(snapshot["rank_fraction"], snapshot["abs_td_error"], color=colour, lw=1)
+        ax.set(yscale="log", ylabel="last-seen |TD error|", title=f"{summary['variant']} replay")
+        first, last = snapshots[0]["frames"], snapshots[-1]["frames"]
+        ax.text(0.98, 0.95, f"blue {first:,} -> red {last:,} frames", transform=ax.transAxes, ha="right", va="top",
+                fontsize=7)  # fmt: skip
+    axes[1].set_xlabel("rank among the replay's sampled transitions (fraction, largest first)")
+    fig.suptitle(f"{rank['game']}: |TD error| in the replay over training ({FLAGS.profile} profile)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def job_flags(arm: str, game: str, frames: int, seed: int) -> list[str]:
+    """`per.train`'s flags for one job: the arm's preset and overrides, and App. Fig. 10's snapshots."""
+    preset, overrides = ARMS[arm]
+    snapshots = f"td_error_snapshot_frames={frames // TD_ERROR_SNAPSHOTS}"
+    return [
+        f"--preset={preset}", f"--env=minatar:{game}", f"--frames={frames}", f"--seed={seed}",
+        *(f"--config_override={o}" for o in (*overrides, snapshots)),
+    ]  # fmt: skip
+
+
 def main(argv: list[str]) -> None:
     start = time.time()
     games = FLAGS.games or DEFAULT_GAMES[FLAGS.profile]
-    for name, given, accepted in (("minatar game", games, GAMES), ("replay variant", FLAGS.variants, VARIANTS)):
+    for name, given, accepted in (("minatar game", games, GAMES), ("arm", FLAGS.variants, ARMS)):
         unknown = [x for x in given if x not in accepted]
         if unknown:
             raise UsageError(f"unknown {name}(s) {unknown}; accepted: {', '.join(accepted)}")
@@ -180,38 +262,55 @@ def main(argv: list[str]) -> None:
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"per_minatar_{FLAGS.profile}"
     for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds):
         for game in games:
-            for variant in FLAGS.variants:
-                name = job_name(game, variant, seed)
+            for arm in FLAGS.variants:
+                name = job_name(game, arm, seed)
                 summary_path = summaries_dir / f"{name}.json"
                 if summary_path.exists():
                     print(f"{name}: summarised earlier, kept ({summary_path})", flush=True)
                     continue
-                flags_ = [f"--preset={VARIANTS[variant]}", f"--env=minatar:{game}", f"--frames={frames}"]
-                final = _runs.train("per.train", runs / name, [*flags_, f"--seed={seed}"])
-                summary = summarise(runs / name, game, variant, seed, final)
+                final = _runs.train("per.train", runs / name, job_flags(arm, game, frames, seed))
+                summary = summarise(runs / name, game, arm, seed, final)
                 summary_path.write_text(json.dumps(summary, indent=1) + "\n")
                 # The run's own record (commit, command, segments), beside its summary.
                 (summaries_dir / f"{name}.provenance.json").write_text((runs / name / "provenance.json").read_text())
 
     summaries = load_summaries(summaries_dir)
     reference = published()
-    rows = table_rows(summaries, reference)
+    main_runs = [s for s in summaries if s["variant"] in VARIANTS]
+    rows = table_rows(main_runs, reference)
     reproduce.write_csv(out / "minatar.csv", rows)
     text = markdown(rows, FLAGS.profile)
     (out / "minatar.md").write_text(text)
-    plot(summaries, reference, out / "minatar.png")
+    plot(main_runs, reference, out / "minatar.png")
+    write_provenance(out, "minatar", main_runs, start)
+    print(text)
+    fig12_runs = [s for s in summaries if s["variant"] in FIG12_CURVES]
+    if any(s["variant"] in FIG12_ARMS for s in fig12_runs):
+        fig12_rows = table_rows(fig12_runs, reference, FIG12_CURVES)
+        reproduce.write_csv(out / "fig12.csv", fig12_rows)
+        (out / "fig12.md").write_text(fig12_markdown(fig12_rows, FLAGS.profile))
+        plot(fig12_runs, reference, out / "fig12.png", FIG12_CURVES)
+        write_provenance(out, "fig12", fig12_runs, start)
+    for game in GAMES:
+        pair = {s["variant"]: s for s in summaries if s["game"] == game and s["seed"] == FLAGS.seed}
+        if all(pair.get(v, {}).get("td_errors") for v in ("rank", "uniform")):
+            plot_td_errors(pair["rank"], pair["uniform"], out / f"fig10_{game}.png")
+            write_provenance(out, f"fig10_{game}", [pair["rank"], pair["uniform"]], start)
+
+
+def write_provenance(out: pathlib.Path, stem: str, summaries: list[dict], start: float) -> None:
+    """`stem`.provenance.json: assembled from `summaries`, each with its run's own record."""
     provenance.write(
-        out, "minatar.provenance.json",
+        out, f"{stem}.provenance.json",
         config={job_name(s["game"], s["variant"], s["seed"]): s["config"] for s in summaries},
         seeds=sorted({s["seed"] for s in summaries}), frames=sum(s["frames"] for s in summaries),
         wall_time_s=sum(s["wall_time_s"] or 0.0 for s in summaries),
-        scale=f"reduced ({FLAGS.profile}): MinAtar; assembled from {len(summaries)} runs in {summaries_dir.name}/",
+        scale=f"reduced ({FLAGS.profile}): MinAtar; assembled from {len(summaries)} runs in minatar_runs/",
         extra={
             "assembled_in_s": round(time.time() - start, 1),
             "run_provenance": {job_name(s["game"], s["variant"], s["seed"]): s["run_provenance"] for s in summaries},
         },
     )  # fmt: skip
-    print(text)
 
 
 if __name__ == "__main__":

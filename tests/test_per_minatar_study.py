@@ -1,0 +1,83 @@
+"""`reproduce.per.minatar`'s arms, App. Fig. 10/12 assembly and bad input (its runs are long: not run here)."""
+
+import dataclasses
+import sys
+
+import matplotlib.image
+import pytest
+
+from common import config as config_lib
+from per.config import PRESETS
+from reproduce.per import minatar
+from tests.test_cli import assert_one_line_usage_error, run
+
+
+def resolve(arm: str):
+    """The config `per.train` builds from the arm's job flags."""
+    preset, overrides = minatar.ARMS[arm]
+    snapshots = [f.split("=", 1)[1] for f in minatar.job_flags(arm, "breakout", 2_000_000, 0) if "override" in f]
+    request = config_lib.Request(preset=preset, overrides=tuple(snapshots))
+    return config_lib.resolve(PRESETS, preset, request, "per config")
+
+
+@pytest.mark.parametrize("arm", list(minatar.ARMS))
+def test_every_arm_is_a_valid_config_that_changes_only_its_overrides_and_the_snapshots(arm):
+    preset, overrides = minatar.ARMS[arm]
+    config = resolve(arm)
+    changed = {
+        f.name for f in dataclasses.fields(config) if getattr(config, f.name) != getattr(PRESETS[preset], f.name)
+    }
+    assert changed <= {o.split("=")[0] for o in overrides} | {"td_error_snapshot_frames"}
+    assert config.td_error_snapshot_frames == 2_000_000 // minatar.TD_ERROR_SNAPSHOTS
+
+
+def test_the_fig12_arms_are_what_per_compares():
+    """App. Fig. 12: beta = 1 at uniform's step size; beta = 0 at a quarter of it; both rank-based."""
+    full, none, uniform, rank = (resolve(a) for a in ("rank_full_is", "rank_no_is", "uniform", "rank"))
+    assert full.replay == none.replay == rank.replay == "rank"
+    assert (full.beta0, full.beta_final, full.learning_rate) == (1.0, 1.0, uniform.learning_rate)
+    assert (none.beta0, none.beta_final, none.learning_rate) == (0.0, 0.0, uniform.learning_rate / 4)
+    assert (rank.beta0, rank.beta_final) == (0.5, 1.0)
+
+
+def summary(variant: str, last100: float, snapshots: int = 3) -> dict:
+    frames = [100_000 * (i + 1) for i in range(snapshots)]
+    return {
+        "game": "breakout", "variant": variant, "seed": 0, "frames": 2_000_000, "episodes": 500,
+        "last100": last100, "wall_time_s": 1.0,
+        "curve": {"frames": [1_000_000, 2_000_000], "trailing100": [last100 / 2, last100]},
+        "td_errors": [
+            {"frames": f, "table_size": 10, "seen": 3, "unseen": 7, "rank_fraction": [0, 0.5, 1],
+             "abs_td_error": [1.0 / (i + 1), 0.1, 0.01]}
+            for i, f in enumerate(frames)
+        ],
+    }  # fmt: skip
+
+
+def test_the_main_table_holds_only_the_three_variants_and_fig12_its_four_curves():
+    runs = [summary("uniform", 6.0), summary("rank", 8.0), summary("rank_no_is", 9.0), summary("proportional", 7.0)]
+    reference = {"breakout": 10.3}
+    main = minatar.table_rows(runs, reference)
+    assert [r["variant"] for r in main] == ["uniform", "rank", "proportional"]
+    fig12 = minatar.table_rows(runs, reference, minatar.FIG12_CURVES)
+    assert [r["variant"] for r in fig12] == ["uniform", "rank", "rank_no_is"]
+    assert fig12[2]["uniform_final"] == 6.0 and fig12[2]["frames_to_uniform_final"] == 2_000_000
+
+
+def test_fig10_draws_both_replays(tmp_path, monkeypatch):
+    monkeypatch.setattr(minatar, "FLAGS", type("Flags", (), {"profile": "full"}))
+    path = tmp_path / "fig10.png"
+    minatar.plot_td_errors(summary("rank", 8.0), summary("uniform", 6.0), path)
+    assert matplotlib.image.imread(path).shape[0] > 400
+
+
+@pytest.mark.parametrize(
+    "flag, fragments",
+    [
+        ("--variants=rank_beta2", ["unknown arm(s) ['rank_beta2']", "rank_full_is", "rank_no_is"]),
+        ("--games=pong", ["unknown minatar game(s) ['pong']", "breakout"]),
+        ("--seeds=0", ["--seeds=0", ">= 1"]),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(flag, fragments):
+    assert_one_line_usage_error(run(sys.executable, "-m", "reproduce.per.minatar", flag), *fragments)
