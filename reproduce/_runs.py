@@ -2,14 +2,19 @@
 
 A study keeps its runs under runs/reproduce/<study>_<profile>/<name>: a finished
 run (with final.json) is kept, a started one is resumed, so an interrupted
-study continues where it stopped.
+study continues where it stopped. Reuse is never silent: a run is reused only
+if it was started with the same flags, and the script says which run it
+reuses and the commit that trained it. `--fresh` (`define_flags`) retrains:
+the old run directory is moved aside, never deleted.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime
 import json
 import pathlib
+import shlex
 import signal
 import subprocess
 import sys
@@ -17,20 +22,87 @@ from typing import Callable
 
 import numpy as np
 
+from common.errors import UsageError
 from reproduce import REPO_ROOT
 
+# Flags of a training command that name where it runs, not what it trains.
+_PLACEMENT_FLAGS = ("--run_dir", "--resume", "--overwrite")
 
-def train(module: str, run_dir: pathlib.Path, flags: list[str]) -> dict:
-    """Runs (or resumes, or keeps) one run of `python -m module`; returns its final.json."""
+
+def train(module: str, run_dir: pathlib.Path, flags: list[str], fresh: bool = False) -> dict:
+    """Runs (or resumes, or keeps) one run of `python -m module`; returns its final.json.
+
+    `fresh`: the run directory, if any, is moved aside and the run starts anew.
+    """
     final = run_dir / "final.json"
-    if final.exists():
-        print(f"{run_dir.name}: finished earlier, kept ({run_dir})", flush=True)
-        return json.loads(final.read_text())
+    if fresh:
+        set_aside(run_dir)
+    elif final.exists() or (run_dir / "config.json").exists():
+        check_same_flags(run_dir, flags)
+        print(f"{run_dir.name}: {'reusing finished' if final.exists() else 'resuming'} {describe(run_dir)}", flush=True)
+        if final.exists():
+            return json.loads(final.read_text())
     command = [sys.executable, "-m", module, *flags, f"--run_dir={run_dir}"]
     if (run_dir / "config.json").exists():
         command.append("--resume")
     run_to_completion(command, run_dir, final.exists)
     return json.loads(final.read_text())
+
+
+def started_flags(run_dir: pathlib.Path) -> list[str] | None:
+    """The training flags the run in `run_dir` was first started with; None if it recorded no command."""
+    recorded = run_provenance(run_dir) or {}
+    command = (recorded.get("segments") or [recorded])[0].get("command")
+    if not command:
+        return None
+    flags, words = [], iter(shlex.split(command)[3:])  # After "python -m MODULE".
+    for word in words:
+        if word in _PLACEMENT_FLAGS[:1]:  # "--run_dir PATH": skip its value too.
+            next(words, None)
+        elif not word.startswith(_PLACEMENT_FLAGS):
+            flags.append(word)
+    return flags
+
+
+def check_same_flags(run_dir: pathlib.Path, flags: list[str]) -> None:
+    """Refuses to reuse a run started with other flags (another budget, preset, override...)."""
+    started = started_flags(run_dir)
+    if started is not None and sorted(started) != sorted(flags):
+        only_run, only_now = sorted(set(started) - set(flags)), sorted(set(flags) - set(started))
+        raise UsageError(
+            f"{run_dir} was started with other flags (it has {' '.join(only_run) or 'none'}; this command asks "
+            f"{' '.join(only_now) or 'none'}); pass --fresh to retrain it (the old run is moved aside)"
+        )
+
+
+def describe(run_dir: pathlib.Path) -> str:
+    """ "run R (commit C, N frames)": which run, and the commits that trained it."""
+    recorded = run_provenance(run_dir) or {}
+    segments = recorded.get("segments") or [recorded]
+    commits = list(dict.fromkeys(str(s.get("commit", "unknown"))[:10] for s in segments))
+    dirty = ", a dirty tree" if any(s.get("dirty") for s in segments) else ""
+    final = run_dir / "final.json"
+    frames = f", {json.loads(final.read_text())['frames']:,} frames" if final.exists() else ""
+    return f"run {run_dir} (commit {' then '.join(commits)}{dirty}{frames})"
+
+
+def kept_summary(path: pathlib.Path) -> str:
+    """ "PATH (commit C)": a job summary a study keeps, and the commits of the runs it came from."""
+    summary = json.loads(path.read_text())
+    records = [summary.get("run_provenance"), *(a.get("run_provenance") for a in summary.get("agents", []))]
+    commits = dict.fromkeys(str(r.get("commit", "unknown"))[:10] for r in records if r)
+    return f"{path} (commit {' and '.join(commits) or 'unknown'})"
+
+
+def set_aside(run_dir: pathlib.Path) -> pathlib.Path | None:
+    """Moves `run_dir` to `<name>.old-<UTC time>` beside it (if it exists); returns where."""
+    if not run_dir.exists():
+        return None
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    aside = run_dir.with_name(f"{run_dir.name}.old-{stamp}")
+    run_dir.rename(aside)
+    print(f"{run_dir.name}: --fresh: the old run is kept in {aside}", flush=True)
+    return aside
 
 
 def run_to_completion(command: list[str], run_dir: pathlib.Path, finished: Callable[[], bool]) -> None:

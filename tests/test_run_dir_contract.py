@@ -18,6 +18,7 @@ import reverb
 import tensorflow as tf
 
 from common import envs
+from common.errors import UsageError
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 TRAIN = [sys.executable, "-m", "impala.train"]
@@ -207,16 +208,70 @@ def test_evaluate_prints_progress_and_writes_its_result(copied_run):
     assert saved["episodes"] == 20 and np.isfinite(saved["mean_return"])
 
 
-def test_reproduce_scripts_keep_finished_runs(tmp_path, monkeypatch):
-    from reproduce import _runs
+def recorded_run(run_dir: pathlib.Path, command: str, commits=("abc1234567890",)) -> pathlib.Path:
+    """A run directory as a finished training run leaves it (its record, config and final.json)."""
+    run_dir.mkdir()
+    (run_dir / "final.json").write_text(json.dumps({"frames": 7}))
+    (run_dir / "config.json").write_text("{}")
+    segments = [
+        {"commit": c, "dirty": False, "command": command + (" --resume" if i else "")} for i, c in enumerate(commits)
+    ]
+    (run_dir / "provenance.json").write_text(json.dumps({"commit": commits[-1], "segments": segments}))
+    return run_dir
 
-    finished = tmp_path / "done"
-    finished.mkdir()
-    (finished / "final.json").write_text(json.dumps({"frames": 7}))
 
-    def no_training(*args, **kwargs):
+@pytest.fixture
+def no_training(monkeypatch):
+    def refuse(*args, **kwargs):
         raise AssertionError("a finished run was trained again")
 
-    monkeypatch.setattr(subprocess, "Popen", no_training)
-    assert _runs.train("impala.train", finished, ["--preset=toy"]) == {"frames": 7}
+    monkeypatch.setattr(subprocess, "Popen", refuse)
 
+
+def test_reproduce_scripts_keep_finished_runs_and_say_which(tmp_path, no_training, capsys):
+    from reproduce import _runs
+
+    command = f"python -m impala.train --preset=toy --frames=7 --run_dir={tmp_path / 'done'}"
+    finished = recorded_run(tmp_path / "done", command, commits=("abc1234567890", "def4567890123"))
+    assert _runs.train("impala.train", finished, ["--frames=7", "--preset=toy"]) == {"frames": 7}
+    out = capsys.readouterr().out
+    assert f"reusing finished run {finished} (commit abc1234567 then def4567890, 7 frames)" in out
+
+
+def test_reproduce_scripts_refuse_a_run_started_with_other_flags(tmp_path, no_training):
+    from reproduce import _runs
+
+    command = f"python -m impala.train --preset=toy --frames=7 --run_dir {tmp_path / 'done'}"
+    finished = recorded_run(tmp_path / "done", command)
+    with pytest.raises(UsageError, match=r"has --frames=7; this command asks --frames=9\); pass --fresh"):
+        _runs.train("impala.train", finished, ["--preset=toy", "--frames=9"])
+    assert (finished / "final.json").exists()
+
+
+def test_fresh_moves_the_old_run_aside_and_trains_anew(tmp_path, monkeypatch):
+    from reproduce import _runs
+
+    finished = recorded_run(tmp_path / "done", "python -m impala.train --preset=toy")
+    commands = []
+
+    def train_now(command, run_dir, is_finished):
+        commands.append(command)
+        run_dir.mkdir()
+        (run_dir / "final.json").write_text(json.dumps({"frames": 9}))
+
+    monkeypatch.setattr(_runs, "run_to_completion", train_now)
+    assert _runs.train("impala.train", finished, ["--preset=toy", "--frames=9"], fresh=True) == {"frames": 9}
+    (aside,) = tmp_path.glob("done.old-*")
+    assert json.loads((aside / "final.json").read_text()) == {"frames": 7}  # Kept, not deleted.
+    assert "--resume" not in commands[0] and "--frames=9" in commands[0]
+
+
+def test_a_kept_summary_names_the_commits_of_its_runs(tmp_path):
+    from reproduce import _runs
+
+    single, sweep = tmp_path / "single.json", tmp_path / "sweep.json"
+    single.write_text(json.dumps({"run_provenance": {"commit": "0123456789abcdef"}}))
+    agents = [{"run_provenance": {"commit": c}} for c in ("aaaaaaaaaaaa", "bbbbbbbbbbbb", "aaaaaaaaaaaa")]
+    sweep.write_text(json.dumps({"agents": agents}))
+    assert _runs.kept_summary(single) == f"{single} (commit 0123456789)"
+    assert _runs.kept_summary(sweep) == f"{sweep} (commit aaaaaaaaaa and bbbbbbbbbb)"

@@ -80,7 +80,8 @@ def main(argv: list[str]) -> None:
         finals[game] = final = _runs.train(
             "impala.train", run_dir,
             ["--preset=atari_shallow", f"--env=atari:{game}", f"--frames={frames}", f"--seed={FLAGS.seed}"],
-        )
+            FLAGS.fresh,
+        )  # fmt: skip
         result = evaluate(run_dir, episodes, FLAGS.seed + 1)
         episode_frames, returns = _runs.read_episodes(run_dir)
         curves += _runs.binned_curve(game, episode_frames, returns, final["frames"], max(frames // 50, 1))

@@ -58,6 +58,7 @@ def main(argv: list[str]) -> None:
         game: _runs.train(
             "impala.train", runs / game,
             ["--preset=minatar", f"--env=minatar:{game}", f"--frames={frames}", f"--seed={FLAGS.seed}"],
+            FLAGS.fresh,
         )
         for game in FLAGS.games
     }  # fmt: skip

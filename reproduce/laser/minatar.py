@@ -86,13 +86,18 @@ def member_dirs(sweep_dir: pathlib.Path) -> list[pathlib.Path]:
     return sorted(sweep_dir.glob("member_*"), key=lambda p: int(p.name.split("_")[1]))
 
 
-def run_job(arm: Arm, game: str, seed: int, scale: Scale, run_dir: pathlib.Path) -> list[pathlib.Path]:
-    """Trains (or resumes, or keeps) one job; returns its agents' run directories."""
+def run_job(arm: Arm, game: str, seed: int, scale: Scale, run_dir: pathlib.Path, fresh: bool) -> list[pathlib.Path]:
+    """Trains (or resumes, or keeps) one job; returns its agents' run directories.
+
+    `fresh`: the job's run (or sweep) directory, if any, is moved aside and it trains anew.
+    """
     base = [f"--preset={arm.preset}", f"--env=minatar:{game}", f"--frames={scale.frames}", f"--seed={seed}"]
     overrides = [f"--config_override={o}" for o in arm.overrides]
     if not arm.sweep:
-        _runs.train("laser.train", run_dir, [*base, *overrides])
+        _runs.train("laser.train", run_dir, [*base, *overrides], fresh)
         return [run_dir]
+    if fresh:
+        _runs.set_aside(run_dir)
     members = lambda: member_dirs(run_dir)  # noqa: E731
     finished = lambda: len(members()) == scale.sweep_agents and all((m / "final.json").exists() for m in members())  # noqa: E731
     if not finished():
@@ -265,9 +270,12 @@ def main(argv: list[str]) -> None:
                 for seed in seeds:
                     name = job_name(arm, game, seed)
                     path = summaries_dir / f"{name}.json"
-                    if path.exists() or FLAGS.summarise_only:
+                    if FLAGS.summarise_only:
                         continue
-                    run_dirs = run_job(ARMS[arm], game, seed, scale, runs / name)
+                    if path.exists() and not FLAGS.fresh:
+                        print(f"{name}: summarised earlier, kept: {_runs.kept_summary(path)}", flush=True)
+                        continue
+                    run_dirs = run_job(ARMS[arm], game, seed, scale, runs / name, FLAGS.fresh)
                     summary = summarise(arm, game, seed, run_dirs, scale)
                     path.write_text(json.dumps(summary, indent=1) + "\n")
                     write_job_provenance(summaries_dir, name, summary)

@@ -265,10 +265,10 @@ def main(argv: list[str]) -> None:
             for arm in FLAGS.variants:
                 name = job_name(game, arm, seed)
                 summary_path = summaries_dir / f"{name}.json"
-                if summary_path.exists():
-                    print(f"{name}: summarised earlier, kept ({summary_path})", flush=True)
+                if summary_path.exists() and not FLAGS.fresh:
+                    print(f"{name}: summarised earlier, kept: {_runs.kept_summary(summary_path)}", flush=True)
                     continue
-                final = _runs.train("per.train", runs / name, job_flags(arm, game, frames, seed))
+                final = _runs.train("per.train", runs / name, job_flags(arm, game, frames, seed), FLAGS.fresh)
                 summary = summarise(runs / name, game, arm, seed, final)
                 summary_path.write_text(json.dumps(summary, indent=1) + "\n")
                 # The run's own record (commit, command, segments), beside its summary.
