@@ -14,6 +14,11 @@ from common.results import REPO_ROOT, RESULTS, output_dir, write_csv  # noqa: F4
 PROFILES = ("quick", "full")
 
 
+def heading(title: str, profile: str) -> str:
+    """A table's first line. A quick-profile table says it is smoke scale, so nobody takes it for a result."""
+    return f"# SMOKE SCALE (quick profile), not a result: {title}" if profile == "quick" else f"# {title}"
+
+
 def define_flags() -> None:
     """The flags every reproduce script shares."""
     from absl import flags

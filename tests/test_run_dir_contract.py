@@ -275,3 +275,13 @@ def test_a_kept_summary_names_the_commits_of_its_runs(tmp_path):
     sweep.write_text(json.dumps({"agents": agents}))
     assert _runs.kept_summary(single) == f"{single} (commit 0123456789)"
     assert _runs.kept_summary(sweep) == f"{sweep} (commit aaaaaaaaaa and bbbbbbbbbb)"
+
+
+def test_quick_profile_tables_say_smoke_scale_in_their_first_line():
+    import reproduce
+
+    assert (
+        reproduce.heading("IMPALA on MinAtar", "quick")
+        == "# SMOKE SCALE (quick profile), not a result: IMPALA on MinAtar"
+    )
+    assert reproduce.heading("IMPALA on MinAtar", "full") == "# IMPALA on MinAtar"

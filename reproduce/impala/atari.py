@@ -104,7 +104,7 @@ def main(argv: list[str]) -> None:
     if curves:  # A short run may finish no game at all.
         reproduce.write_csv(out / "atari_curves.csv", curves)
     lines = [
-        f"# IMPALA shallow on Atari ({FLAGS.profile} profile)",
+        reproduce.heading(f"IMPALA shallow on Atari ({FLAGS.profile} profile)", FLAGS.profile),
         "",
         f"**Reduced scale**: {frames:,} frames per game against the paper's 200M, one seed, on 2 CPU cores.",
         "Training returns count full games (life loss ends learning episodes only); the evaluation",

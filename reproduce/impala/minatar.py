@@ -90,7 +90,9 @@ def main(argv: list[str]) -> None:
     reproduce.write_csv(out / "minatar_curves.csv", curves)
     wins = sum(r["at_or_above_ac"] for r in rows)
     lines = [
-        f"# IMPALA on MinAtar ({FLAGS.profile} profile: {frames:,} frames per game, seed {FLAGS.seed})",
+        reproduce.heading(
+            f"IMPALA on MinAtar ({FLAGS.profile} profile: {frames:,} frames per game, seed {FLAGS.seed})", FLAGS.profile
+        ),
         "",
         "**Reduced scale**: MinAtar instead of Atari, one seed per game. Mean return of the last",
         "100 training episodes, beside Young & Tian 2019 at 5M frames (30 runs, best step size,",

@@ -87,13 +87,13 @@ def analyse(mdp: _tabular.Mdp, study: Study, index: int) -> list[dict]:
     return rows
 
 
-def summarise(rows: list[dict], study: Study) -> list[str]:
+def summarise(rows: list[dict], study: Study, profile: str) -> list[str]:
     def stat(key, **where):
         values = [r[key] for r in rows if all(r[k] == v for k, v in where.items())]
         return np.median(values), np.max(values)
 
     lines = [
-        "# The V-trace operator, computed exactly on random MDPs (IMPALA App. A)",
+        reproduce.heading("The V-trace operator, computed exactly on random MDPs (IMPALA App. A)", profile),
         "",
         f"{study.num_mdps} random MDPs, {study.num_states} states, {study.num_actions} actions, "
         f"gamma {study.gamma}; random softmax policies mu and pi. Exact: no sampling.",
@@ -177,7 +177,7 @@ def main(argv: list[str]) -> None:
     rows = [row for i, mdp in enumerate(mdps) for row in analyse(mdp, study, i)]
     out = reproduce.output_dir("impala", FLAGS.profile)
     reproduce.write_csv(out / "vtrace_operator.csv", rows)
-    lines = summarise(rows, study)
+    lines = summarise(rows, study, FLAGS.profile)
     (out / "vtrace_operator.md").write_text("\n".join(lines) + "\n")
     plot(rows, study, out / "vtrace_operator.png")
     _tabular.write_provenance(out, "vtrace_operator", study, FLAGS.seed, FLAGS.profile, start)

@@ -161,10 +161,11 @@ def study_rows(study: Study, summaries: dict[str, dict], games: list[str], seeds
 
 
 def markdown(stem: str, study: Study, rows: list[dict], missing: list[str], profile: str, scale: Scale) -> str:
-    scale_note = "SMOKE SCALE (quick profile): not a result" if profile == "quick" else "Reduced scale"
     sweep = any(ARMS[a].sweep for a in study.arms)
     lines = [
-        f"# {scale_note}: LASER {study.title}, MinAtar, {scale.frames:,} fresh frames per agent",
+        reproduce.heading(
+            f"Reduced scale: LASER {study.title}, MinAtar, {scale.frames:,} fresh frames per agent", profile
+        ),
         "",
         f"Each arm is preset `{' / '.join(sorted({ARMS[a].preset for a in study.arms}))}` with its own changes",
         f"(`{PRESET}`: B = 16, 87.5% replay, 500K observations, trust region; `{A2_PRESET}`: 50% replay, 150K).",

@@ -434,13 +434,15 @@ def proposition_3(study: Study) -> tuple[list[dict], dict]:
                   "bound_0": bound_0, "bound_worst": bound_worst, "sweep": sweep, "pi_star": pi_star}  # fmt: skip
 
 
-def summarise(checks: list[dict], study: Study, prop1: list[dict], extras2: dict, extras3: dict) -> list[str]:
+def summarise(
+    checks: list[dict], study: Study, prop1: list[dict], extras2: dict, extras3: dict, profile: str
+) -> list[str]:
     def fmt(value: float) -> str:
         return f"{value:.1e}" if 0 < abs(value) < 1e-3 else f"{value:.6g}"
 
     by = {(c["proposition"], c["quantity"]): c["value"] for c in checks}
     lines = [
-        "# LASER Propositions 1-3, computed exactly (Schmitt et al. 2020, §2.3, §3, App. C)",
+        reproduce.heading("LASER Propositions 1-3, computed exactly (Schmitt et al. 2020, §2.3, §3, App. C)", profile),
         "",
         "Float64 linear solves, closed forms and the exact expected policy-gradient dynamics; no sampling.",
         f"All {len(checks)} checks {'hold' if all(c['holds'] for c in checks) else 'DO NOT ALL HOLD'}.",
@@ -617,7 +619,7 @@ def main(argv: list[str]) -> None:
     checks = check_proposition_1(prop1, study) + rows2 + rows3
     out = reproduce.output_dir("laser", FLAGS.profile)
     reproduce.write_csv(out / "propositions.csv", checks)
-    lines = summarise(checks, study, prop1, extras2, extras3)
+    lines = summarise(checks, study, prop1, extras2, extras3, FLAGS.profile)
     (out / "propositions.md").write_text("\n".join(lines) + "\n")
     plot_proposition_1(prop1, study, out / "propositions_prop1.png")
     plot_proposition_2(extras2, study, out / "propositions_prop2.png")

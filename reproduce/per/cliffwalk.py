@@ -99,7 +99,9 @@ def plot(rows: list[dict], figures: list[str], path, title: str) -> None:
 def summarise(rows: list[dict], profile: str, seeds: list[int]) -> list[str]:
     sizes = list(SIZES[profile])
     lines = [
-        f"# Blind Cliffwalk ({profile} profile: n = {sizes[0]}..{sizes[-1]}, {len(seeds)} seeds)",
+        reproduce.heading(
+            f"Blind Cliffwalk ({profile} profile: n = {sizes[0]}..{sizes[-1]}, {len(seeds)} seeds)", profile
+        ),
         "",
         "PER §3.1-3.3 and App. B.1: Q-learning from a memory of all 2^n action sequences",
         "(replay size 2^(n+1) − 2, one rewarding transition), γ = 1 − 1/n, η = 1/4,",

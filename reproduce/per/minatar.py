@@ -138,10 +138,12 @@ def table_rows(summaries: list[dict], reference: dict[str, float], arms=VARIANTS
 
 
 def markdown(rows: list[dict], profile: str) -> str:
-    scale = "SMOKE SCALE (quick profile): not a result" if profile == "quick" else "Reduced scale"
     frames = sorted({r["frames"] for r in rows})
     lines = [
-        f"# {scale}: prioritized Double DQN on MinAtar ({', '.join(f'{f:,}' for f in frames)} frames a run)",
+        reproduce.heading(
+            f"Reduced scale: prioritized Double DQN on MinAtar ({', '.join(f'{f:,}' for f in frames)} frames a run)",
+            profile,
+        ),
         "",
         "MinAtar instead of Atari. `last100`: the mean return of the last 100 training episodes",
         "(epsilon-greedy, epsilon 0.1 after 100K frames), the statistic of Young & Tian 2019, whose DQN",
@@ -195,9 +197,10 @@ def plot(summaries: list[dict], reference: dict[str, float], path: pathlib.Path,
 
 
 def fig12_markdown(rows: list[dict], profile: str) -> str:
-    scale = "SMOKE SCALE (quick profile): not a result" if profile == "quick" else "Reduced scale"
     lines = [
-        f"# {scale}: PER App. Fig. 12 on MinAtar, importance sampling with rank-based replay",
+        reproduce.heading(
+            "Reduced scale: PER App. Fig. 12 on MinAtar, importance sampling with rank-based replay", profile
+        ),
         "",
         "`rank_full_is`: beta = 1 throughout, uniform's step size; `rank_no_is`: beta = 0, the step size",
         "divided by 4 (PER App. Fig. 12's two arms); `rank`: beta annealed 0.5 -> 1 (Table 3), the step size",
