@@ -1,4 +1,4 @@
-"""Scores of a suite: per-game table, aggregates with bootstrap intervals, figures.
+"""Scores of a suite beside the papers': per-game table, aggregates with bootstrap intervals, figures.
 
     python -m reproduce.suite.aggregate SUITE_DIR [--reps 2000]
 
@@ -6,13 +6,20 @@ Reads every evaluated job of SUITE_DIR/suite.json (`<game>_s<seed>/final.json`
 and the evaluation of its final checkpoint, `eval_step<N>.json`) and writes
 into SUITE_DIR:
 
-* per_game.csv: game,env,seed,frames,score,normalized,episodes (score: the
-  evaluation's mean return);
+* per_game.csv: game,env,seed,frames,score,normalized,episodes,published,
+  published_normalized (score: the evaluation's mean return; published: the
+  paper's score of the game for the suite's agent and preset, `_published`,
+  normalised as ours; empty where the paper has none);
 * aggregate.csv: statistic,value,ci_low,ci_high for median, mean, iqm and
   mean_capped of the normalised scores, with 95% stratified-bootstrap
   intervals over seeds (rliable, Agarwal et al. 2021) on the seeds evaluated
   on every game;
-* aggregate.md, per_game.png and aggregate.png.
+* aggregate.md: the per-game table with the published score beside ours, the
+  aggregates, and ours beside the published median and mean over the suite's
+  games and over the paper's full set (for IMPALA also under the Video Pinball
+  reference its Table 4 means need, `common.scores.VARIANTS`);
+* per_game.png (ours and published per game, normalised, log scale) and
+  aggregate.png (each statistic with its interval).
 """
 
 from __future__ import annotations
@@ -26,11 +33,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import flags, logging  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
-from common import cli  # noqa: E402
+from common import cli, scores  # noqa: E402
 from common.errors import UsageError  # noqa: E402
 from reproduce import write_csv  # noqa: E402
-from reproduce.suite import _plan, _stats  # noqa: E402
+from reproduce.suite import _plan, _published, _stats  # noqa: E402
 
 flags.DEFINE_integer("reps", 2000, "Bootstrap resamples (Agarwal et al. 2021 use 50,000 for final figures).")
 FLAGS = flags.FLAGS
@@ -55,9 +63,11 @@ def main(argv: list[str]) -> None:
     summary = _stats.aggregates(matrix, FLAGS.reps)
     write_csv(suite_dir / "per_game.csv", rows)
     write_csv(suite_dir / "aggregate.csv", summary)
+    comparisons = _comparisons(suite, rows, seeds)
     _plot_per_game(suite, rows, games, suite_dir / "per_game.png")
-    _plot_aggregate(suite, summary, suite_dir / "aggregate.png")
-    (suite_dir / "aggregate.md").write_text(_markdown(suite, rows, games, seeds, summary, missing))
+    _plot_aggregate(suite, summary, comparisons, suite_dir / "aggregate.png")
+    markdown = _markdown(suite, rows, games, seeds, summary, missing) + _markdown_published(suite, comparisons)
+    (suite_dir / "aggregate.md").write_text(markdown)
     print(f"{suite_dir}: {len(rows)} run(s) on {len(games)} game(s), seeds {seeds} in the aggregates")
     for row in summary:
         print(f"  {row['statistic']:12} {row['value']:.3f}  [{row['ci_low']:.3f}, {row['ci_high']:.3f}]")
@@ -73,6 +83,7 @@ def per_game_rows(suite: _plan.Suite, suite_dir: pathlib.Path) -> tuple[list[dic
             continue
         final = json.loads((suite_dir / job.name / "final.json").read_text())
         score = evaluated["mean_return"]
+        published = _published.published(suite.agent, suite.preset, job.env) or (None, None)
         rows.append(
             {
                 "game": _plan.game(job.env),
@@ -82,6 +93,8 @@ def per_game_rows(suite: _plan.Suite, suite_dir: pathlib.Path) -> tuple[list[dic
                 "score": score,
                 "normalized": _stats.normalized(suite.agent, job.env, score),
                 "episodes": evaluated["episodes"],
+                "published": published[0],
+                "published_normalized": published[1],
             }  # fmt: skip
         )
     return rows, missing
@@ -89,36 +102,107 @@ def per_game_rows(suite: _plan.Suite, suite_dir: pathlib.Path) -> tuple[list[dic
 
 def _title(suite: _plan.Suite) -> str:
     games, seeds = len(suite.games), len(suite.seeds)
-    return f"{suite.agent} ({suite.preset}): {games} games x {seeds} seeds, {suite.frames:,} frames per run"
+    name = suite.suite if len(suite.suite) <= 40 else suite.suite[:37] + "..."
+    return f"{name}: {suite.agent} ({suite.preset}), {games} games x {seeds} seeds, {suite.frames:,} frames per run"
+
+
+def _comparisons(suite: _plan.Suite, rows: list[dict], seeds: list[int]) -> dict[str, list[dict]]:
+    """`_published.comparison` rows per env family of the suite, from our mean score per game over `seeds`."""
+    result = {}
+    for family in sorted({_plan.family(env) for env in suite.games}):
+        found = [row for row in rows if row["seed"] in seeds and _plan.family(row["env"]) == family]
+        ours = {game: float(np.mean([r["score"] for r in found if r["game"] == game])) for game in _games(found)}
+        compared = _published.comparison(suite.agent, suite.preset, family, ours) if ours else []
+        if compared:
+            result[family] = compared
+    return result
+
+
+def _games(rows: list[dict]) -> list[str]:
+    return list(dict.fromkeys(row["game"] for row in rows))
+
+
+def _set_scale(ax: plt.Axes, values: list[float]) -> str:
+    """Log scale, or symlog (linear within +-0.1) when a value is <= 0; limits with room for the markers (bars
+    start at 0, which a log scale cannot show)."""
+    low, high = min(values), max(values)
+    if low > 0:
+        ax.set_xscale("log")
+        ax.set_xlim(low / 2, 2 * high)
+        ax.xaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+        return "log scale"
+    ax.set_xscale("symlog", linthresh=0.1)
+    ax.set_xlim(2 * low, 2 * high if high > 0 else 0.1)
+    return "symlog scale, linear within ±0.1"
 
 
 def _plot_per_game(suite: _plan.Suite, rows: list[dict], games: list[str], path: pathlib.Path) -> None:
-    """Normalised score per game: each seed a dot, the mean over seeds a bar."""
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(games) + 2), 3.5))
-    for i, game in enumerate(games):
-        values = [row["normalized"] for row in rows if row["game"] == game]
-        if values:
-            ax.bar(i, np.mean(values), color="tab:blue", alpha=0.4)
-            ax.plot([i] * len(values), values, "o", color="tab:blue", markersize=4)
-    ax.axhline(1.0, color="gray", linestyle="--", linewidth=1, label="1 = reference score (aggregate.md)")
-    ax.set_xticks(range(len(games)), games, rotation=45, ha="right")
-    ax.set_ylabel("normalised score")
+    """Normalised score per game, ours (each seed a dot, the mean over seeds a bar) and published (a diamond)."""
+    shown = [game for game in games if any(row["game"] == game for row in rows)]
+    fig, ax = plt.subplots(figsize=(7.5, 1.5 + 0.32 * len(shown)))
+    values = []
+    for i, game in enumerate(shown):
+        found = [row for row in rows if row["game"] == game]
+        ours = [row["normalized"] for row in found]
+        ax.barh(
+            i, np.mean(ours), height=0.6, color="tab:blue", alpha=0.35, label="ours, mean over seeds" if not i else None
+        )
+        ax.plot(ours, [i] * len(ours), "o", color="tab:blue", markersize=3, label="ours, one seed" if not i else None)
+        values += ours
+        if found[0]["published_normalized"] is not None:
+            values.append(found[0]["published_normalized"])
+            ax.plot(
+                found[0]["published_normalized"],
+                i,
+                "D",
+                color="tab:orange",
+                markersize=5,
+                label=_published_label(suite, ax),
+            )
+    ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="1 = reference score (aggregate.md)")
+    scale = _set_scale(ax, values)
+    ax.set_yticks(range(len(shown)), shown, fontsize=8)
+    ax.set_ylim(len(shown) - 0.5, -0.5)  # First game on top.
+    ax.set_xlabel(f"normalised score ({scale})")
     ax.set_title(_title(suite), fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # Outside: the bars fill the axes.
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
 
-def _plot_aggregate(suite: _plan.Suite, summary: list[dict], path: pathlib.Path) -> None:
-    """Each statistic with its 95% bootstrap interval."""
-    fig, ax = plt.subplots(figsize=(5, 2.5))
+def _published_label(suite: _plan.Suite, ax: plt.Axes) -> str | None:
+    """The legend entry of the published markers, once per axes."""
+    if any(line.get_label().startswith("published") for line in ax.get_lines()):
+        return None
+    labels = {_published.reference(suite.agent, suite.preset, _plan.family(env)) for env in suite.games} - {None}
+    return "published: " + "; ".join(sorted(ref.label for ref in labels))
+
+
+def _plot_aggregate(
+    suite: _plan.Suite, summary: list[dict], comparisons: dict[str, list[dict]], path: pathlib.Path
+) -> None:
+    """Each statistic with its 95% bootstrap interval; when the suite is one env family, the published median
+    and mean over the suite's games beside them, one marker per normalisation (`_published.comparison`)."""
+    fig, ax = plt.subplots(figsize=(6.5, 3))
+    position = {row["statistic"]: i for i, row in enumerate(summary)}
     for i, row in enumerate(summary):
         low, high = row["value"] - row["ci_low"], row["ci_high"] - row["value"]
-        ax.errorbar(row["value"], i, xerr=[[low], [high]], fmt="o", color="tab:blue", capsize=4)
+        label = "ours (95% stratified-bootstrap CI)" if not i else None
+        ax.errorbar(row["value"], i, xerr=[[low], [high]], fmt="o", color="tab:blue", capsize=4, label=label)
+    family, compared = next(iter(comparisons.items())) if len(comparisons) == 1 else ("", [])
+    ref = _published.reference(suite.agent, suite.preset, family)
+    for protocol, fill in zip(dict.fromkeys(row["protocol"] for row in compared), ("full", "none")):
+        rows = [row for row in compared if row["protocol"] == protocol and row["published_suite"] is not None]
+        ax.plot(
+            [row["published_suite"] for row in rows], [position[row["statistic"]] for row in rows], "D",
+            color="tab:orange", fillstyle=fill, label=f"{ref.label}, normalised by {protocol}",
+        )  # fmt: skip
     ax.set_yticks(range(len(summary)), [row["statistic"] for row in summary])
-    ax.set_xlabel("normalised score (95% stratified-bootstrap CI)")
+    ax.invert_yaxis()
+    ax.set_xlabel("normalised score")
     ax.set_title(_title(suite), fontsize=9)
+    ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -136,14 +220,18 @@ def _markdown(
         "Score: the evaluation's mean return at the final checkpoint. Normalisation:",
         *[f"- {note}" for note in _stats.normalization_notes(suite.agent, families)],
         "",
-        "| game | seeds | mean score | mean normalised |",
-        "| --- | --- | --- | --- |",
+        *_published_notes(suite),
+        "| game | seeds | mean score | mean normalised | published score | published normalised |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for game in games:
         found = [row for row in rows if row["game"] == game]
         if found:
             score, norm = np.mean([r["score"] for r in found]), np.mean([r["normalized"] for r in found])
-            lines.append(f"| {game} | {len(found)} | {score:.2f} | {norm:.3f} |")
+            published = [
+                _number(found[0][key], digits) for key, digits in (("published", 2), ("published_normalized", 3))
+            ]
+            lines.append(f"| {game} | {len(found)} | {score:.2f} | {norm:.3f} | {' | '.join(published)} |")
     lines += [
         "",
         f"Aggregates over {len(games)} game(s) and seeds {seeds} (those evaluated on every game): median over games",
@@ -158,6 +246,62 @@ def _markdown(
     if missing:
         lines += ["", f"Not evaluated yet, left out: {', '.join(missing)}."]
     return "\n".join(lines) + "\n"
+
+
+def _number(value: float | None, digits: int) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _published_notes(suite: _plan.Suite) -> list[str]:
+    """What the published columns are, per env family."""
+    lines = []
+    for family in sorted({_plan.family(env) for env in suite.games}):
+        ref = _published.reference(suite.agent, suite.preset, family)
+        if ref is not None:
+            lines.append(
+                f"- published ({family}): {ref.label}, `results/published/{ref.table}` `{ref.column}`; {ref.note}."
+            )
+    return ["Published scores, normalised as ours:", *lines, ""] if lines else []
+
+
+def _markdown_published(suite: _plan.Suite, comparisons: dict[str, list[dict]]) -> str:
+    """Ours beside the published median and mean, per env family (`_published.comparison`)."""
+    lines = []
+    for family, rows in comparisons.items():
+        lines += [
+            "",
+            f"## Beside the paper: {family}",
+            "",
+            f"Median and mean over games of the normalised score: ours (mean over the seeds above, the suite's "
+            f"{family} games), the published column over the suite's games it has, over the paper's full set, and "
+            "the aggregate the paper prints.",
+            "",
+            f"| statistic | normalisation | ours | published, suite's {rows[0]['suite_games']} games "
+            f"| published, paper's {rows[0]['paper_games']} games | printed |",
+            "| --- | --- | --- | --- | --- | --- |",
+            *[
+                f"| {r['statistic']} | {r['protocol']} | {_number(r['ours'], 3)} | {_number(r['published_suite'], 3)} "
+                f"| {_number(r['published_paper'], 3)} | {_number(r['printed'], 3)} |"
+                for r in rows
+            ],
+            *_variant_notes(rows),
+        ]
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def _variant_notes(rows: list[dict]) -> list[str]:
+    """Why a paper-specific normalisation is reported beside ours (`common.scores.VARIANTS`)."""
+    if not any(row["protocol"] in scores.VARIANTS for row in rows):
+        return []
+    return [
+        "",
+        "`atari_noop_impala` is `atari_noop` with Video Pinball scored from random 0 (human 17667.9), as in",
+        "DeepMind's later Atari-57 tables. IMPALA Table 4's means (466.4% shallow, 957.6% deep) are not",
+        "reproduced by the no-op table's Video Pinball (random 16256.9: a human-random gap of 1,411 points,",
+        "which gives 707% and 1593%); with random 0 they are 466.1% and 957.3%, within 0.4 points. No",
+        "published table fits both printed means exactly (that needs a random score between -4790 and -2430).",
+        "IMPALA's medians are the same both ways.",
+    ]
 
 
 if __name__ == "__main__":
