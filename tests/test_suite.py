@@ -121,7 +121,6 @@ def test_aggregates_match_their_definitions():
         ([*TOY[:2], "--suite=toy:catch,toy:nope", TOY[3]], "unknown toy name 'nope'"),
         ([*TOY, "--shard=2/2"], "--shard"),
         ([*TOY, "--seeds=0"], "--seeds"),
-        ([*TOY, "--engine=ray"], "only `local`"),
         (["--agent=impala", "--preset=toy_laser", *TOY[2:]], "unknown impala preset 'toy_laser'"),
     ],
 )

@@ -13,8 +13,17 @@ Re-running the same command skips finished jobs (trained and evaluated) and
 resumes started ones. A failed job is retried once; the others go on; the
 exit status is 1 if a job failed twice. --dry_run lists the jobs and an
 estimated time; --shard I/N runs every N-th job from the I-th (e.g. a Slurm
-array). --engine accepts only `local` for now (K jobs at a time on this
-machine); a Ray engine is planned.
+array).
+
+--engine local (the default) runs --jobs K jobs at a time on this machine.
+--engine ray --ray_address HEAD:PORT submits each job as a task to a running
+Ray cluster (`ray start --head --port=PORT` on one machine, `ray start
+--address=HEAD:PORT` on the others), declaring the CPUs of the preset's
+learner and actors (1 + num_actors; --cpus_per_job overrides), and keeps as
+many jobs in flight as the cluster's nodes hold. Every node must see the
+repository, its .venv and the suite directory at the same paths (a shared
+filesystem): a task runs the same job command as the local engine and writes
+the same run directory and log.
 """
 
 from __future__ import annotations
@@ -24,17 +33,16 @@ import dataclasses
 import importlib
 import pathlib
 import signal
-import subprocess
 import sys
 import time
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from absl import flags
 
 from common import cli
 from common.errors import UsageError, choice_error
 from reproduce import REPO_ROOT
-from reproduce.suite import _plan
+from reproduce.suite import _engines, _plan
 
 flags.DEFINE_enum("agent", None, list(_plan.AGENTS), "Agent: impala, ddqn (prioritized Double DQN) or laser.")
 flags.DEFINE_string("preset", None, "The agent's config preset, e.g. minatar (impala.config.PRESETS).")
@@ -43,8 +51,10 @@ flags.DEFINE_integer("seeds", 1, "Seeds per game: 0..N-1.")
 flags.DEFINE_string("frames", None, "Frame budget of every run, e.g. 2e6.")
 flags.DEFINE_string("suite_dir", "", "Suite directory; default runs/suites/<agent>_<preset>_<suite>.")
 flags.DEFINE_integer("eval_episodes", 0, "Evaluation episodes per run; 0: the agent's paper protocol.")
-flags.DEFINE_string("engine", "local", "Only `local` (--jobs at a time on this machine) for now; Ray is planned.")
+flags.DEFINE_string("engine", "local", "local: --jobs at a time on this machine; ray: tasks on a Ray cluster.")
 flags.DEFINE_integer("jobs", 1, "Jobs at a time (local engine).")
+flags.DEFINE_string("ray_address", "", "HEAD:PORT of a running Ray cluster, as `ray start --head` prints (ray engine).")
+flags.DEFINE_integer("cpus_per_job", 0, "CPUs a job declares to Ray; 0: the preset's learner + actors (ray engine).")
 flags.DEFINE_bool("dry_run", False, "List the jobs with their state and an estimated time; start nothing.")
 flags.DEFINE_string("shard", "0/1", "I/N: run every N-th job from the I-th (0-based).")
 flags.mark_flags_as_required(["agent", "preset", "suite", "frames"])
@@ -55,7 +65,7 @@ POLL_S = 1.0
 class _Running(NamedTuple):
     job: _plan.Job
     attempt: int
-    process: subprocess.Popen
+    handle: Any  # The engine's: a subprocess (local) or a Ray task.
     log: pathlib.Path
     started: float
 
@@ -69,14 +79,15 @@ def main(argv: list[str]) -> None:
     saved = _plan.load_suite(suite_dir)
     _plan.check_same(saved, requested, suite_dir)
     requested = dataclasses.replace(requested, games=_plan.resolve_suite(FLAGS.suite))
+    engine = _engine(requested)
     if saved is None:
-        _check_preset(requested.agent, requested.preset)
+        _preset(requested.agent, requested.preset)
     todo = _plan.jobs(requested, shard)
     if FLAGS.dry_run:
-        _dry_run(todo, _plan.merge(saved, requested), suite_dir)
+        _dry_run(todo, _plan.merge(saved, requested), suite_dir, engine.slots())
         return
     _plan.save_suite(_plan.merge(saved, requested), suite_dir)
-    failed = _run_local(todo, requested, suite_dir)
+    failed = _run(todo, requested, suite_dir, engine)
     if failed:
         print(f"{len(failed)} job(s) failed twice: {', '.join(j.name for j in failed)}", file=sys.stderr)
         sys.exit(1)
@@ -85,8 +96,7 @@ def main(argv: list[str]) -> None:
 
 def _requested() -> _plan.Suite:
     """The suite the flags ask for, without its games; the checks that need no import."""
-    if FLAGS.engine != "local":
-        raise UsageError(f"--engine={FLAGS.engine}: only `local` is supported for now (a Ray engine is planned)")
+    _check_engine()
     if FLAGS.seeds < 1 or FLAGS.jobs < 1 or FLAGS.eval_episodes < 0:
         raise UsageError("--seeds and --jobs must be >= 1, --eval_episodes >= 0")
     frames = cli.parse_value("--frames", FLAGS.frames, 0)
@@ -98,33 +108,58 @@ def _requested() -> _plan.Suite:
     )
 
 
+def _check_engine() -> None:
+    """--engine, and for Ray a reachable --ray_address, before anything imports Ray or writes to disk."""
+    if FLAGS.engine not in _engines.ENGINES:
+        raise choice_error("engine", FLAGS.engine, _engines.ENGINES)
+    if FLAGS.engine == "local" and (FLAGS.ray_address or FLAGS.cpus_per_job):
+        raise UsageError("--ray_address and --cpus_per_job are for --engine=ray")
+    if FLAGS.engine == "ray":
+        if not FLAGS.ray_address:
+            raise UsageError("--engine=ray needs --ray_address=HEAD:PORT of a running Ray cluster (`ray start --head`)")
+        if FLAGS.cpus_per_job < 0:
+            raise UsageError(f"--cpus_per_job={FLAGS.cpus_per_job}: must be >= 1, or 0 for the preset's own")
+        _engines.check_reachable(FLAGS.ray_address)
+
+
+def _engine(suite: _plan.Suite) -> _engines.Local | _engines.Ray:
+    """The engine; Ray's joins the cluster and checks that a job fits a node (before the preset's TensorFlow
+    import when --cpus_per_job is given)."""
+    if FLAGS.engine == "local":
+        return _engines.Local(FLAGS.jobs)
+    cpus = FLAGS.cpus_per_job or 1 + _preset(suite.agent, suite.preset).num_actors  # The learner and the actors.
+    return _engines.Ray(FLAGS.ray_address, cpus)
+
+
 def _default_name() -> str:
     label = FLAGS.suite if FLAGS.suite in _plan.SUITES else "-".join(_plan.game(s) for s in FLAGS.suite.split(","))
     return f"{FLAGS.agent}_{FLAGS.preset}_{label}"
 
 
-def _check_preset(agent: str, preset: str) -> None:
-    """The preset belongs to the agent (its config module imports TensorFlow, hence only for a new suite)."""
+def _preset(agent: str, preset: str) -> Any:
+    """The agent's preset config, checking that it exists (its module imports TensorFlow, hence only for a new
+    suite or a Ray job's CPUs)."""
     presets = importlib.import_module(f"{_plan.AGENTS[agent]}.config").PRESETS
     if preset not in presets:
         raise choice_error(f"{agent} preset", preset, presets)
+    return presets[preset]
 
 
-def _dry_run(todo: list[_plan.Job], suite: _plan.Suite, suite_dir: pathlib.Path) -> None:
+def _dry_run(todo: list[_plan.Job], suite: _plan.Suite, suite_dir: pathlib.Path, parallel: int) -> None:
     states = {job: _plan.state(suite_dir / job.name) for job in todo}
     for job, job_state in states.items():
         print(f"{job.name:32} {job_state:8} {suite_dir / job.name}")
     pending = sum(s != "done" for s in states.values())
     rate, source = _plan.frame_rate(suite, suite_dir)
-    eta = _plan.estimate_s(pending, suite.frames, rate, FLAGS.jobs)
+    eta = _plan.estimate_s(pending, suite.frames, rate, parallel)
     print(
         f"{len(todo)} job(s): {len(todo) - pending} done, {pending} to run; about {_plan.duration(eta)} "
-        f"with --jobs {FLAGS.jobs} at {rate:,.0f} frames/s per job ({source})"
+        f"with {parallel} at a time ({FLAGS.engine} engine) at {rate:,.0f} frames/s per job ({source})"
     )
 
 
-def _run_local(todo: list[_plan.Job], suite: _plan.Suite, suite_dir: pathlib.Path) -> list[_plan.Job]:
-    """Runs the jobs `FLAGS.jobs` at a time, each retried once; returns those that failed twice."""
+def _run(todo: list[_plan.Job], suite: _plan.Suite, suite_dir: pathlib.Path, engine: Any) -> list[_plan.Job]:
+    """Runs the jobs as many at a time as the engine holds, each retried once; returns those that failed twice."""
     pending = collections.deque()
     for job in todo:
         if _plan.state(suite_dir / job.name) == "done":
@@ -136,24 +171,26 @@ def _run_local(todo: list[_plan.Job], suite: _plan.Suite, suite_dir: pathlib.Pat
     total = len(pending)
     try:
         while pending or running:
-            while pending and len(running) < FLAGS.jobs:
-                running.append(_start(*pending.popleft(), suite, suite_dir))
+            while pending and len(running) < engine.slots():
+                running.append(_start(*pending.popleft(), suite, suite_dir, engine))
             time.sleep(POLL_S)
-            for item in [r for r in running if r.process.poll() is not None]:
+            for item, status in [(r, engine.status(r.handle)) for r in running]:
+                if status is None:
+                    continue
                 running.remove(item)
-                _finished(item, pending, failed, durations)
-                _progress(total, len(durations), len(running), len(pending), len(failed), durations, start)
+                _finished(item, status, pending, failed, durations)
+                counts = (total, len(durations), len(running), len(pending), len(failed))
+                _progress(*counts, durations, start, engine.slots())
     except KeyboardInterrupt:
-        # The jobs got the Ctrl-C too: their runs save a checkpoint; wait for that.
+        # The jobs' runs save a checkpoint; wait for that.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        for item in running:
-            item.process.wait()
+        engine.interrupt([item.handle for item in running])
         print("interrupted: run the same command to resume", file=sys.stderr)
         sys.exit(130)
     return failed
 
 
-def _start(job: _plan.Job, attempt: int, suite: _plan.Suite, suite_dir: pathlib.Path) -> _Running:
+def _start(job: _plan.Job, attempt: int, suite: _plan.Suite, suite_dir: pathlib.Path, engine: Any) -> _Running:
     package = _plan.AGENTS[suite.agent]
     train_flags = [f"--preset={suite.preset}", f"--env={job.env}", f"--seed={job.seed}", f"--frames={suite.frames}"]
     command = [sys.executable, "-m", "reproduce.suite._job", package, str(suite_dir / job.name)]
@@ -161,14 +198,12 @@ def _start(job: _plan.Job, attempt: int, suite: _plan.Suite, suite_dir: pathlib.
     log = suite_dir / "logs" / f"{job.name}.log"
     with open(log, "a") as out:
         out.write(f"== attempt {attempt}: {' '.join(command)}\n")
-        out.flush()
-        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT)
+    handle = engine.start(command, log)
     print(f"{job.name}: started (attempt {attempt}), log {log}", flush=True)
-    return _Running(job, attempt, process, log, time.monotonic())
+    return _Running(job, attempt, handle, log, time.monotonic())
 
 
-def _finished(item: _Running, pending: collections.deque, failed: list, durations: list) -> None:
-    status = item.process.returncode
+def _finished(item: _Running, status: int, pending: collections.deque, failed: list, durations: list) -> None:
     if status == 0:
         durations.append(time.monotonic() - item.started)
         print(f"{item.job.name}: done", flush=True)
@@ -186,11 +221,13 @@ def _finished(item: _Running, pending: collections.deque, failed: list, duration
         failed.append(item.job)
 
 
-def _progress(total: int, done: int, running: int, pending: int, failed: int, durations: list, start: float) -> None:
+def _progress(
+    total: int, done: int, running: int, pending: int, failed: int, durations: list, start: float, parallel: int
+) -> None:
     """One line: jobs done, running, failed, and an ETA from the mean duration of the finished ones."""
     eta = "?"
     if durations:
-        eta = _plan.duration(sum(durations) / len(durations) * (running + pending) / FLAGS.jobs)
+        eta = _plan.duration(sum(durations) / len(durations) * (running + pending) / parallel)
     elapsed = _plan.duration(time.monotonic() - start)
     print(f"jobs {done}/{total} done | {running} running | {failed} failed | {elapsed} elapsed | ETA {eta}", flush=True)
 

@@ -1,4 +1,5 @@
-"""One suite job, run by the suite driver as a subprocess with its output in the job's log.
+"""One suite job, started by the suite driver's engine (a subprocess here, or a Ray task on a cluster node)
+with its output in the job's log.
 
     python -m reproduce.suite._job AGENT_PACKAGE RUN_DIR EPISODES TRAIN_FLAG...
 
