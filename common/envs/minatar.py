@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 
 import gymnasium as gym
-import minatar
 import numpy as np
 
 from common.errors import UsageError, choice_error
@@ -43,6 +42,10 @@ class MinAtarEnv(gym.Env):
         if game not in GAMES:
             raise choice_error("minatar game", game, GAMES)
         self.options = options
+        # Imported here, not with the module: minatar imports seaborn for its
+        # display (seconds), which a bad flag or another env family never needs.
+        import minatar
+
         self._env = minatar.Environment(
             game,
             sticky_action_prob=options.sticky_action_prob,
