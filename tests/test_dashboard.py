@@ -1,0 +1,74 @@
+"""`reproduce.dashboard`: the committed dashboard is current, and headlines are read from the files (no training)."""
+
+import json
+import pathlib
+
+from reproduce import dashboard
+
+
+def test_committed_dashboard_is_what_the_results_generate():
+    committed = (dashboard.RESULTS / "README.md").read_text()
+    assert committed == dashboard.render(), (
+        "results/README.md is stale (a result file changed, or reproduce/dashboard.py did): "
+        "run `python -m reproduce.dashboard` and commit results/README.md"
+    )
+
+
+def write(path: pathlib.Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def record(commit: str, dirty: bool = False, **extra) -> str:
+    return json.dumps({"commit": commit, "dirty": dirty, **extra})
+
+
+def study(stem: str) -> dashboard.Study:
+    return next(s for s in dashboard.STUDIES if s.stem == stem)
+
+
+def test_impala_minatar_headline_and_per_run_commits(tmp_path):
+    write(
+        tmp_path / "impala/full/minatar.csv",
+        "game,frames,episodes,impala_last100,ac_lambda_0.8,dqn,at_or_above_ac,seed\n"
+        "asterix,5000000,10,30.5,19.7,16.7,True,0\n"
+        "breakout,5000000,10,12.25,17.3,10.3,False,0\n",
+    )
+    runs = {"asterix": None, "breakout": {"commit": "b" * 40, "dirty": True}}
+    write(tmp_path / "impala/full/minatar.provenance.json", record("a" * 40, run_provenance=runs))
+    ours, paper, commits = dashboard.cells(study("impala/full/minatar"), tmp_path)
+    assert ours == "at/above AC(λ) on 1 of 2 games; last-100 return: asterix 30.5, breakout 12.25"
+    assert paper == "Young & Tian AC(λ=0.8), 5M frames: asterix 19.7, breakout 17.3"
+    assert commits == "runs: `bbbbbbb` (dirty), 1 unrecorded; assembled: `aaaaaaa`"
+
+
+def test_per_minatar_counts_the_runs_in_against_those_its_table_names_missing(tmp_path):
+    write(
+        tmp_path / "per/full/minatar.csv",
+        "game,variant,seed,frames,episodes,last100,young_tian_dqn_5M,frames_to_uniform_final,uniform_final\n"
+        "breakout,uniform,0,2000000,9,11.0,10.3,100,11.0\n"
+        "breakout,rank,0,2000000,9,9.5,10.3,,11.0\n",
+    )
+    write(tmp_path / "per/full/minatar.md", "# table\n\nNot run yet: asterix/uniform, asterix/rank, seaquest/rank.\n")
+    write(tmp_path / "per/full/minatar.provenance.json", record("c" * 40))
+    ours, paper, commits = dashboard.cells(study("per/full/minatar"), tmp_path)
+    assert ours.startswith("2 of 5 runs in; uniform at/above Y&T's DQN on 1 of 1 games run;")
+    assert ours.endswith("breakout uniform 11.0, breakout rank 9.5")
+    assert (paper, commits) == ("Young & Tian DQN, 5M frames: breakout 10.3", "`ccccccc`")
+
+
+def test_laser_study_before_its_table_lists_the_jobs_in(tmp_path):
+    runs = tmp_path / "laser/full/minatar_runs"
+    summary = {"arm": "replay50", "game": "breakout", "seed": 0, "label": "50% replay", "last100": 6.5}
+    write(runs / "replay50_breakout_s0.json", json.dumps(summary))
+    write(runs / "replay50_breakout_s0.provenance.json", json.dumps({"agent_0": {"commit": "d" * 40}}))
+    ours, paper, commits = dashboard.cells(study("laser/full/fig2_replay_fraction"), tmp_path)
+    assert ours == "table not written yet: 1 of 4 jobs in `minatar_runs/`; breakout last-100: 50% replay 6.5"
+    assert (paper, commits) == ("", "runs: `ddddddd`")
+
+
+def test_a_study_without_files_is_not_run_yet(tmp_path):
+    assert dashboard.cells(study("impala/full/atari"), tmp_path) == dashboard.Cells("not run yet")
+    page = dashboard.render(tmp_path)
+    assert page.count("| not run yet | — | — |") == len(dashboard.STUDIES)
+    assert dashboard.IMPALA_MINATAR_NOTE in page  # Human notes survive whatever the files say.
