@@ -123,10 +123,11 @@ def resolve(presets: Mapping[str, C], default_preset: str, request: Request, wha
         base = presets[preset]
     fields = requested_fields(request, base)
     spec = fields.get("env", base.env)
-    envs.parse(spec)
+    # The agent's config decides whether it trains on a suite (IMPALA §5.3).
+    envs.parse(spec, suites=True)
     # A preset's env options (e.g. App. G's life-loss terminals) hold for every
     # game of its env family and mean nothing to another family.
-    same_family = envs.parse(spec)[0] == envs.parse(base.env)[0]
+    same_family = envs.parse(spec, suites=True)[0] == envs.parse(base.env, suites=True)[0]
     env_options = dict(base.env_options) if same_family else {}
     env_options.update(cli.parse_assignments(request.env_options, envs.option_fields(spec)))
     fields["env_options"] = tuple(sorted(env_options.items()))

@@ -3,7 +3,15 @@
 A run is played in its own env with only what the evaluation protocol fixes
 put back to the papers' values (`common.envs.evaluation_options`), from the
 latest checkpoint's network, printing progress with an ETA. The result goes
-to RUN_DIR/eval_step<N>.json with, for Atari, the human-normalised score.
+to RUN_DIR/eval_step<N>.json with, for Atari and DMLab, the human-normalised
+score. A DMLab level is played and scored as its test level (IMPALA App. B).
+
+A multi-task run (IMPALA §5.3, e.g. `dmlab:dmlab30`) is evaluated on each of
+its levels: eval_step<N>.json then holds `levels`, one entry per scored level
+with the single-task keys (`mean_return`, `std_return`, `episodes`,
+`human_normalized`) and the level it was trained as, and the median, mean
+and mean capped at 100% of the levels' human-normalised scores (IMPALA
+Table 4's median; Table 3's mean capped).
 """
 
 from __future__ import annotations
@@ -36,9 +44,15 @@ def define_flags(default_episodes: int, source: str) -> None:
     flags.DEFINE_float("log_every_s", 10.0, "Seconds between progress lines.")
 
 
-def evaluation_env(config: Any, seed: int):
-    """The run's env, with the options the evaluation protocol fixes at the papers' values."""
-    return envs.make(config.env, seed=seed, **envs.evaluation_options(config.env, config.env_options))
+# The score table each env family is normalised with (`common.scores`); Atari's is the caller's choice.
+SCORE_PROTOCOLS = {"dmlab": "dmlab30"}
+
+
+def evaluation_env(config: Any, seed: int, task: str | None = None):
+    """The run's env (or its `task`, in a multi-task run) as scored, with the options the
+    evaluation protocol fixes at the papers' values."""
+    spec = envs.scored(config.env if task is None else envs.task_spec(config.env, task))
+    return envs.make(spec, seed=seed, **envs.evaluation_options(spec, config.env_options))
 
 
 def restore(
@@ -62,9 +76,11 @@ def restore(
     return config, network, int(learner.steps.numpy())
 
 
-def play(config: Any, policy: Policy, episodes: int, seed: int, log_every_s: float) -> list[float]:
-    """Undiscounted returns of `episodes` full episodes, with progress lines."""
-    env = evaluation_env(config, seed)
+def play(
+    config: Any, policy: Policy, episodes: int, seed: int, log_every_s: float, task: str | None = None
+) -> list[float]:
+    """Undiscounted returns of `episodes` full episodes (of `task`, in a multi-task run), with progress lines."""
+    env = evaluation_env(config, seed, task)
     returns, start, last_line = [], time.monotonic(), time.monotonic()
     for _ in range(episodes):
         observation, _ = env.reset()
@@ -89,19 +105,66 @@ def report(
     atari_protocol: str, extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Writes RUN_DIR/eval_step<step>.json and prints the summary line."""
-    family, name = envs.parse(config.env)
+    family, name = envs.parse(envs.scored(config.env))
     result = {
         "env": config.env, "checkpoint_step": step, "episodes": len(returns), "seed": seed,
         "mean_return": float(np.mean(returns)), "std_return": float(np.std(returns)),
         "wall_time_s": round(wall_time_s, 1), **(extra or {}),
     }  # fmt: skip
-    if family == "atari":
-        result["human_normalized"] = scores.normalized(name, result["mean_return"], atari_protocol)
+    protocol = {"atari": atari_protocol, **SCORE_PROTOCOLS}.get(family)
+    if protocol is not None:
+        result["human_normalized"] = scores.normalized(name, result["mean_return"], protocol)
     (directory / f"eval_step{step}.json").write_text(json.dumps(result, indent=2) + "\n")
     normalized = f", {100 * result['human_normalized']:.1f}% of human" if "human_normalized" in result else ""
     print(
         f"{config.env} at learner step {step}: mean return {result['mean_return']:.2f} "
         f"± {result['std_return']:.2f} over {len(returns)} episodes{normalized}"
+    )
+    return result
+
+
+def play_suite(config: Any, policy: Policy, episodes: int, seed: int, log_every_s: float) -> dict[str, list[float]]:
+    """`{level: returns}`: `episodes` episodes of each level of a multi-task run, each played as scored."""
+    returns = {}
+    for task in envs.tasks(config.env):
+        print(f"evaluating {envs.scored(envs.task_spec(config.env, task))}", flush=True)
+        returns[task] = play(config, policy, episodes, seed, log_every_s, task)
+    return returns
+
+
+def suite_result(config: Any, returns: dict[str, list[float]]) -> dict[str, Any]:
+    """Per scored level, its returns and human-normalised score; the median, mean and
+    mean capped at 100% over the levels (IMPALA Table 4, Table 3 and §5.3)."""
+    family, _ = envs.parse(config.env, suites=True)
+    protocol = SCORE_PROTOCOLS[family]
+    levels = {}
+    for task, task_returns in returns.items():
+        level = envs.parse(envs.scored(envs.task_spec(config.env, task)))[1]
+        mean = float(np.mean(task_returns))
+        levels[level] = {
+            "trained_as": task, "episodes": len(task_returns), "mean_return": mean,
+            "std_return": float(np.std(task_returns)), "human_normalized": scores.normalized(level, mean, protocol),
+        }  # fmt: skip
+    aggregate = scores.aggregate({level: entry["mean_return"] for level, entry in levels.items()}, protocol)
+    return {"protocol": protocol, "levels": levels, **{f"human_normalized_{k}": v for k, v in aggregate.items()}}
+
+
+def report_suite(
+    directory: pathlib.Path, config: Any, step: int, returns: dict[str, list[float]], seed: int, wall_time_s: float
+) -> dict[str, Any]:
+    """Writes a multi-task run's RUN_DIR/eval_step<step>.json and prints the per-level table."""
+    result = {
+        "env": config.env, "checkpoint_step": step, "episodes": len(next(iter(returns.values()))), "seed": seed,
+        "wall_time_s": round(wall_time_s, 1), **suite_result(config, returns),
+    }  # fmt: skip
+    (directory / f"eval_step{step}.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"{'level':40s} {'mean return':>12s} {'human':>8s}")
+    for level, entry in result["levels"].items():
+        print(f"{level:40s} {entry['mean_return']:12.2f} {100 * entry['human_normalized']:7.1f}%")
+    print(
+        f"{config.env} at learner step {step}, {result['episodes']} episodes per level: median "
+        f"{100 * result['human_normalized_median']:.1f}% of human, mean capped "
+        f"{100 * result['human_normalized_mean_capped']:.1f}%, mean {100 * result['human_normalized_mean']:.1f}%"
     )
     return result
 

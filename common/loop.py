@@ -23,14 +23,15 @@ from typing import Any, NamedTuple, Protocol, Sequence
 
 import tensorflow as tf
 
-from common import run_dir
+from common import envs, run_dir
 
 
 class Step(NamedTuple):
     """What one `Learner.step` did."""
 
     metrics: dict[str, float]  # Includes "loss", which must stay finite.
-    episodes: Sequence[tuple[float, int]] = ()  # (return, length) of games that ended.
+    # (return, length) of games that ended; (return, length, task) in a multi-task run.
+    episodes: Sequence[tuple[float, int] | tuple[float, int, str]] = ()
 
 
 class Learner(Protocol):
@@ -72,6 +73,7 @@ class Settings(NamedTuple):
     total_frames: int
     checkpoint_every_s: float
     log_every_s: float
+    tasks: tuple[str, ...] = ()  # A multi-task run's tasks (IMPALA §5.3), named in episodes.csv.
 
 
 class NonFiniteLossError(RuntimeError):
@@ -79,7 +81,8 @@ class NonFiniteLossError(RuntimeError):
 
 
 def settings(config: Any) -> Settings:
-    return Settings(config.total_frames, config.checkpoint_every_s, config.log_every_s)
+    tasks = envs.tasks(config.env) if envs.is_suite(config.env) else ()
+    return Settings(config.total_frames, config.checkpoint_every_s, config.log_every_s, tasks)
 
 
 def run(
@@ -97,7 +100,7 @@ def run(
     learner.start()
     if actors is not None:
         actors.start()
-    episodes = run_dir.EpisodeLog(directory)
+    episodes = run_dir.EpisodeLog(directory, tasks=config.tasks)
     writer = run_dir.summary_writer(directory)
     progress = run_dir.Progress(config.total_frames, config.log_every_s)
     stop, previous_handlers = _stop_on_signals()
@@ -120,8 +123,8 @@ def run(
                     f"non-finite loss ({metrics['loss']}) at learner step {learner.steps}; stopped without "
                     f"saving, the last good checkpoint is {manager.latest_checkpoint}"
                 )
-            for episode_return, length in result.episodes:
-                episodes.add(learner.frames, episode_return, length, record.wall_time_s())
+            for episode_return, length, *task in result.episodes:
+                episodes.add(learner.frames, episode_return, length, record.wall_time_s(), *task)
             if progress.due():
                 _log(progress, learner, metrics, episodes, writer)
             if time.monotonic() - last_checkpoint >= config.checkpoint_every_s:
@@ -176,6 +179,9 @@ def _log(progress: run_dir.Progress, learner: Learner, metrics, episodes: run_di
             tf.summary.scalar(f"progress/{name}", value)
         if mean_return is not None:
             tf.summary.scalar("actors/mean_return_100", mean_return)
+        for task, summary in episodes.task_summary().items():
+            if summary["mean_return_last_100"] is not None:
+                tf.summary.scalar(f"tasks/{task}/mean_return_100", summary["mean_return_last_100"])
     episodes.flush()
 
 
@@ -186,6 +192,7 @@ def _finish(
         "frames": learner.frames, "learner_steps": learner.steps, "episodes": episodes.count,
         "mean_return_last_100": episodes.mean_recent(), "wall_time_s": round(record.wall_time_s(), 1),
         "segments": len(record.segments), "actor_restarts": actors.restarts if actors else 0,
+        **({"tasks": episodes.task_summary()} if episodes.task_summary() else {}),
     }  # fmt: skip
     (directory / "final.json").write_text(json.dumps(final, indent=2) + "\n")
     mean = episodes.mean_recent()

@@ -2,7 +2,8 @@
 
     RUN_DIR/config.json       the resolved config, written once when the run is created
     RUN_DIR/provenance.json   machine, and one segment per start: commit, command, wall time
-    RUN_DIR/episodes.csv      frames,episode_return,episode_length,wall_time
+    RUN_DIR/episodes.csv      frames,episode_return,episode_length,wall_time[,task]
+    RUN_DIR/tasks.json        a multi-task run's per-task episodes and mean returns
     RUN_DIR/tb/               TensorBoard summaries
     RUN_DIR/checkpoints/      tf.train.CheckpointManager files
     RUN_DIR/final.json        written when the frame budget is reached
@@ -22,7 +23,7 @@ import json
 import pathlib
 import shutil
 import time
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import tensorflow as tf
 
@@ -120,37 +121,75 @@ class RunRecord:
 
 
 class EpisodeLog:
-    """Appends finished episodes to episodes.csv and keeps the recent returns."""
+    """Appends finished episodes to episodes.csv and keeps the recent returns.
 
-    def __init__(self, run_dir: pathlib.Path, window: int = 100):
-        self._path = run_dir / "episodes.csv"
+    A multi-task run (IMPALA §5.3) names its `tasks`: episodes.csv gets a
+    `task` column, and every flush writes tasks.json, each task's episodes,
+    mean return and mean of its last `window` returns.
+    """
+
+    def __init__(self, run_dir: pathlib.Path, window: int = 100, tasks: Sequence[str] = ()):
+        self._path, self._tasks_path = run_dir / "episodes.csv", run_dir / "tasks.json"
         self.recent = collections.deque(maxlen=window)
         self.count = 0
+        self._by_task = {task: _TaskReturns(window) for task in tasks}
         new = not self._path.exists()
         if not new:  # A resumed run continues its statistics.
             with open(self._path, newline="") as f:
                 for row in csv.DictReader(f):
-                    self.recent.append(float(row["episode_return"]))
-                    self.count += 1
+                    self._count(float(row["episode_return"]), row.get("task"))
         self._file = open(self._path, "a", newline="")
         self._writer = csv.writer(self._file)
         if new:
-            self._writer.writerow(EPISODE_FIELDS)
+            self._writer.writerow(EPISODE_FIELDS + (("task",) if tasks else ()))
 
-    def add(self, frames: int, episode_return: float, episode_length: int, wall_time: float) -> None:
-        self._writer.writerow((frames, f"{episode_return:.4g}", episode_length, f"{wall_time:.1f}"))
+    def add(
+        self, frames: int, episode_return: float, episode_length: int, wall_time: float, task: str | None = None
+    ) -> None:
+        """One finished episode; `task` names its task in a multi-task run."""
+        row = (frames, f"{episode_return:.4g}", episode_length, f"{wall_time:.1f}")
+        self._writer.writerow(row + ((task,) if self._by_task else ()))
+        self._count(episode_return, task)
+
+    def _count(self, episode_return: float, task: str | None) -> None:
         self.recent.append(episode_return)
         self.count += 1
+        if self._by_task:
+            self._by_task[task].add(episode_return)
 
     def mean_recent(self) -> float | None:
         """The mean return of the last `window` episodes; None before the first."""
         return sum(self.recent) / len(self.recent) if self.recent else None
 
+    def task_summary(self) -> dict[str, dict[str, float | int | None]]:
+        """Per task: episodes, mean return, mean of the last `window`; {} for a single-task run."""
+        return {task: returns.summary() for task, returns in self._by_task.items()}
+
     def flush(self) -> None:
         self._file.flush()
+        if self._by_task:
+            self._tasks_path.write_text(json.dumps(self.task_summary(), indent=2) + "\n")
 
     def close(self) -> None:
+        self.flush()
         self._file.close()
+
+
+class _TaskReturns:
+    """One task's episode count, return sum and recent returns."""
+
+    def __init__(self, window: int):
+        self.count, self.total, self.recent = 0, 0.0, collections.deque(maxlen=window)
+
+    def add(self, episode_return: float) -> None:
+        self.count += 1
+        self.total += episode_return
+        self.recent.append(episode_return)
+
+    def summary(self) -> dict[str, float | int | None]:
+        mean = self.total / self.count if self.count else None
+        recent = sum(self.recent) / len(self.recent) if self.recent else None
+        return {"episodes": self.count, "mean_return": mean, f"mean_return_last_{self.recent.maxlen}": recent}
 
 
 class Progress:

@@ -8,7 +8,7 @@ learner except through the queue's back-pressure when the queue is full.
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import reverb
@@ -34,8 +34,11 @@ class Actor:
         params_table: str = PARAMS,
         episode_tables: Mapping[str, float] | None = None,
         max_episode_length: int = 0,
+        tasks: Sequence[int] | None = None,
     ):
+        """`tasks`: each env's task index in a multi-task suite, written as the steps' `task`."""
         self._network, self._env, self._client = network, env, client
+        self._tasks = {} if tasks is None else {"task": np.asarray(tasks, np.int32)}
         self._params_table = params_table
         self._length = unroll_length
         self._writer = unroll_adder(
@@ -80,6 +83,7 @@ class Actor:
                 "episode_return": np.where(game_over, episode_return, np.nan).astype(np.float32),
                 "episode_length": np.where(game_over, episode_length, 0).astype(np.int32),
                 **({"core_state": tf.nest.map_structure(np.asarray, state)} if self._network.recurrent else {}),
+                **self._tasks,
             }, starts=first)  # fmt: skip
             episode_return[game_over], episode_length[game_over] = 0.0, 0
             observation, first, state = next_observation, terminated | truncated, next_state

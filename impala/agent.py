@@ -35,7 +35,10 @@ def build_agent(config: ImpalaConfig) -> tuple[networks.ActorCritic, dict[str, t
     if network.recurrent:
         state_spec = tf.nest.map_structure(lambda s: tf.TensorSpec(s.shape[1:], s.dtype), network.initial_state(1))
     network.step(tf.zeros((1, *space.shape), space.dtype), tf.zeros((1,), tf.bool), network.initial_state(1))
-    return network, trajectories.step_spec(space.shape, tf.as_dtype(space.dtype), num_actions, state_spec)
+    spec = trajectories.step_spec(
+        space.shape, tf.as_dtype(space.dtype), num_actions, state_spec, tasks=envs.is_suite(config.env)
+    )  # fmt: skip
+    return network, spec
 
 
 def run_actor(
@@ -46,17 +49,24 @@ def run_actor(
     params_table: str = PARAMS,
     episode_tables: Mapping[str, float] | None = None,
     max_episode_length: int = 0,
+    actor_id: int = 0,
 ) -> None:
     """Acts forever with parameters from `params_table`, writing each unroll once into `tables` ({name: priority}).
 
     `episode_tables` get each whole episode too (LASER's recomputed LSTM states; `SequenceAdder`).
+    In a multi-task run, actor `actor_id`'s envs are envs `actor_id * envs_per_actor + j`
+    overall, each playing one fixed task round-robin (`common.envs.task_indices`; IMPALA §5.3).
     """
-    env = envs.make_batched(config.env, config.envs_per_actor, seed=seed, **dict(config.env_options))
+    first_env = actor_id * config.envs_per_actor
+    env = envs.make_batched(
+        config.env, config.envs_per_actor, seed=seed, first_env=first_env, **dict(config.env_options)
+    )  # fmt: skip
     network, spec = build_agent(config)
     jit = networks.xla_compiles_network(config.xla)
+    tasks = envs.task_indices(config.env, config.envs_per_actor, first_env) if "task" in spec else None
     actor = Actor(
         network, spec, env, client, config.unroll_length, seed, jit, tables=tables, params_table=params_table,
-        episode_tables=episode_tables, max_episode_length=max_episode_length,
+        episode_tables=episode_tables, max_episode_length=max_episode_length, tasks=tasks,
     )  # fmt: skip
     actor.run()
 
@@ -80,6 +90,8 @@ class QueueLearner:
             )
         self.config, self._client, self._address = config, client, address
         self._batches = self.batches()
+        # A multi-task run logs each episode with its level (IMPALA §5.3).
+        self._tasks = envs.tasks(config.env) if "task" in self.spec else ()
 
     frames = property(lambda self: self.learner.frame_count)
     steps = property(lambda self: self.learner.step_count)
@@ -105,7 +117,8 @@ class QueueLearner:
             return None
         metrics = self.learner.step(batch)
         self._publish()
-        episodes = trajectories.finished_episodes({k: batch[k].numpy() for k in ("episode_return", "episode_length")})
+        fields = {k: batch[k].numpy() for k in ("episode_return", "episode_length", "task") if k in batch}
+        episodes = trajectories.finished_episodes(fields, self._tasks)
         return loop.Step(metrics, episodes)
 
     def _publish(self) -> None:
@@ -153,5 +166,9 @@ def evaluate(argv: list[str], module: str, config_class: type, values: Any) -> N
     config, network, step = evaluation.restore(directory, config_class, make_network)
     start = time.time()
     policy = Sampling(config, network, values.seed)
+    if envs.is_suite(config.env):  # Every level of the suite, scored as its test level (IMPALA §5.3, App. B).
+        returns = evaluation.play_suite(config, policy, values.episodes, values.seed, values.log_every_s)
+        evaluation.report_suite(directory, config, step, returns, values.seed, time.time() - start)
+        return
     returns = evaluation.play(config, policy, values.episodes, values.seed, values.log_every_s)
     evaluation.report(directory, config, step, returns, values.seed, time.time() - start, "atari_noop")

@@ -85,7 +85,8 @@ def main(argv: list[str]) -> None:
     if FLAGS.simulated_cpu_devices:
         simulate_cpu_devices(FLAGS.simulated_cpu_devices)
     learner = functools.partial(make_learner, FLAGS.distribute, bool(FLAGS.simulated_cpu_devices))
-    launch.run(dataclasses.replace(AGENT, learner=learner), request, options)
+    actor = functools.partial(run_actor, actor_id=options.actor_id)  # A multi-task run's levels (IMPALA §5.3).
+    launch.run(dataclasses.replace(AGENT, learner=learner, actor=actor), request, options)
 
 
 if __name__ == "__main__":

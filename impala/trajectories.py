@@ -10,12 +10,15 @@ A step holds the observation x_t, `first` (x_t opens an episode), the recurrent
 state *before* x_t (LSTM agents only), the action a_t, mu's logits at x_t, and
 the reward and `terminal` flag that followed a_t. `episode_return` and
 `episode_length` are NaN and 0 except at the step where a game ended, so the
-learner can log finished episodes without another channel.
+learner can log finished episodes without another channel. A multi-task
+run's steps also hold `task`, the index of the env's task in the suite
+(`common.envs.tasks`), so each finished episode is logged with its level; the
+network never sees it (IMPALA §5.3: the model does not know its task).
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import reverb
@@ -27,8 +30,10 @@ QUEUE_TABLE = "queue"
 QUEUE_ONLY = {QUEUE_TABLE: 1.0}  # IMPALA's actors write to the queue alone.
 
 
-def step_spec(observation_shape, observation_dtype, num_actions: int, state_spec=None) -> dict[str, tf.TensorSpec]:
-    """The fields of one step, each as a `tf.TensorSpec` without batch axis."""
+def step_spec(
+    observation_shape, observation_dtype, num_actions: int, state_spec=None, tasks: bool = False
+) -> dict[str, tf.TensorSpec]:
+    """The fields of one step, each as a `tf.TensorSpec` without batch axis; `task` for a multi-task run."""
     spec = {
         "observation": tf.TensorSpec(observation_shape, observation_dtype),
         "first": tf.TensorSpec((), tf.bool),
@@ -41,6 +46,8 @@ def step_spec(observation_shape, observation_dtype, num_actions: int, state_spec
     }
     if state_spec is not None:
         spec["core_state"] = state_spec
+    if tasks:
+        spec["task"] = tf.TensorSpec((), tf.int32)
     return spec
 
 
@@ -76,12 +83,17 @@ def batches(
     return datasets.batches(address, table, spec, unroll_length + 1, batch_size, wait_ms)
 
 
-def finished_episodes(batch: dict[str, np.ndarray]) -> list[tuple[float, int]]:
-    """(return, length) of games that ended in steps 0..T-1 of each unroll.
+def finished_episodes(batch: dict[str, np.ndarray], tasks: Sequence[str] = ()) -> list[tuple]:
+    """(return, length) of games that ended in steps 0..T-1 of each unroll; (return, length, task) with `tasks`.
 
     Step T is skipped: it is step 0 of the next unroll, and counted there.
+    `tasks` names the batch's `task` indices (a multi-task run's levels).
     """
     returns = batch["episode_return"][:, :-1]
     lengths = batch["episode_length"][:, :-1]
     ended = ~np.isnan(returns)
-    return list(zip(returns[ended].tolist(), lengths[ended].tolist()))
+    episodes = zip(returns[ended].tolist(), lengths[ended].tolist())
+    if not tasks:
+        return list(episodes)
+    names = [tasks[i] for i in batch["task"][:, :-1][ended]]
+    return [(*episode, name) for episode, name in zip(episodes, names)]

@@ -1,5 +1,10 @@
 """Fixtures shared by the test modules."""
 
+import importlib.util
+import os
+import pathlib
+import sys
+
 import pytest
 import reverb
 
@@ -26,3 +31,17 @@ def reverb_tables():
         for part in parts:
             part.close()
         server.stop()
+
+
+FAKES = pathlib.Path(__file__).parent / "fakes"
+
+
+@pytest.fixture
+def fake_lab(monkeypatch):
+    """`tests/fakes/deepmind_lab.py` as `deepmind_lab`, here and in the processes this test starts."""
+    spec = importlib.util.spec_from_file_location("deepmind_lab", FAKES / "deepmind_lab.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(sys.modules, "deepmind_lab", module)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(FAKES), os.environ.get("PYTHONPATH")])))
+    return module

@@ -2,7 +2,6 @@
 
 import inspect
 import sys
-import types
 
 import minatar
 import numpy as np
@@ -99,48 +98,15 @@ def test_serial_batch_autoresets_and_seeds_each_env():
     assert (observation[:, 0].sum(axis=(1, 2)) == 1).all()  # Next episode: ball back on top.
 
 
-class _FakeLab:
-    """Just enough of `deepmind_lab.Lab` to drive the adapter."""
-
-    created = []
-
-    def __init__(self, level, observations, config):
-        self.level, self.config, self.steps = level, config, 0
-        _FakeLab.created.append(self)
-
-    def reset(self, seed):
-        self.seed, self.steps = seed, 0
-
-    def step(self, action, num_steps):
-        self.last_action, self.steps = action, self.steps + num_steps
-        return 1.0
-
-    def is_running(self):
-        return self.steps < 12
-
-    def observations(self):
-        return {"RGB_INTERLEAVED": np.full((72, 96, 3), self.steps, np.uint8)}
-
-    def close(self):
-        pass
-
-
-@pytest.fixture
-def fake_lab(monkeypatch):
-    _FakeLab.created.clear()
-    monkeypatch.setitem(sys.modules, "deepmind_lab", types.SimpleNamespace(Lab=_FakeLab))
-    return _FakeLab
-
-
 def test_dmlab_adapter_drives_lab_with_the_paper_settings(fake_lab):
     env = envs.make("dmlab:rooms_collect_good_objects_train", seed=5)
-    lab = fake_lab.created[-1]
+    lab = fake_lab.Lab.created[-1]
     assert lab.level == "contributed/dmlab30/rooms_collect_good_objects_train"
     assert lab.config["width"] == "96" and lab.config["height"] == "72"
     observation, _ = env.reset()
     assert observation.shape == (72, 96, 3) and lab.seed == 5
     _, reward, terminated, _, _ = env.step(6)
-    assert reward == 1.0 and not terminated and lab.steps == 4  # Action repeat 4.
+    assert reward == fake_lab.reward(lab.level) and not terminated and lab.steps == 4  # Action repeat 4.
     assert list(lab.last_action) == [-20, 0, 0, 1, 0, 0, 0]  # Forward + look left.
     for _ in range(2):
         _, _, terminated, _, _ = env.step(0)

@@ -80,17 +80,24 @@ def test_atari_presets_differ_only_in_the_network():
     assert {k for k in shallow if shallow[k] != deep[k]} == {"network"}
 
 
-def test_dmlab_preset_uses_appendix_d():
-    config = PRESETS["dmlab"]
+# The single-task expert and the multi-task agent (§5.3) share App. D's values.
+DMLAB_PRESETS = ("dmlab", "dmlab30")
+
+
+@pytest.mark.parametrize("preset", DMLAB_PRESETS)
+def test_dmlab_preset_uses_appendix_d(preset):
+    config = PRESETS[preset]
     assert {field: getattr(config, field) for field in DMLAB} == DMLAB
     assert _frames_per_step(config) == DMLAB_ACTION_REPEAT
 
 
+@pytest.mark.parametrize("preset", DMLAB_PRESETS)
 @pytest.mark.parametrize("field", sorted(DMLAB_SWEEP))
-def test_dmlab_swept_values_lie_in_the_sweep_ranges(field):
+def test_dmlab_swept_values_lie_in_the_sweep_ranges(field, preset):
     low, high = DMLAB_SWEEP[field]
-    assert low <= getattr(PRESETS["dmlab"], field) <= high
+    assert low <= getattr(PRESETS[preset], field) <= high
 
 
-def test_dmlab_rmsprop_epsilon_is_one_of_the_swept_choices():
-    assert any(math.isclose(PRESETS["dmlab"].rmsprop_epsilon, e) for e in DMLAB_EPSILONS)
+@pytest.mark.parametrize("preset", DMLAB_PRESETS)
+def test_dmlab_rmsprop_epsilon_is_one_of_the_swept_choices(preset):
+    assert any(math.isclose(PRESETS[preset].rmsprop_epsilon, e) for e in DMLAB_EPSILONS)

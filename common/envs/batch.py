@@ -14,11 +14,11 @@ import numpy as np
 
 
 class SerialBatchEnv:
-    """N envs from `make_env(seed)`, with env i seeded `seed + i`."""
+    """N envs, env i from `make_env(i, seed + i)`."""
 
-    def __init__(self, make_env: Callable[[int], gym.Env], num_envs: int, seed: int):
+    def __init__(self, make_env: Callable[[int, int], gym.Env], num_envs: int, seed: int):
         self._seed = seed
-        self._envs = [make_env(seed + i) for i in range(num_envs)]
+        self._envs = [make_env(i, seed + i) for i in range(num_envs)]
         self.num_envs = num_envs
         self.num_actions = int(self._envs[0].action_space.n)
         self.observation_shape = tuple(self._envs[0].observation_space.shape)

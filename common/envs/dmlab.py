@@ -8,6 +8,9 @@ Two levels train on one variant and are scored on another (IMPALA App. B):
 `rooms_collect_good_objects_train` and `rooms_exploit_deferred_effects_train`
 train; their `_test` twins are the levels scored against human.
 
+`dmlab:dmlab30` names the suite of all 30 training levels, for one agent
+trained on all of them (IMPALA §5.3; `common.envs.tasks`).
+
 The action set is the 9 composite actions of IMPALA's public release
 (scalable_agent): forward, backward, strafe left/right, look left/right,
 forward+look left/right and fire, each repeated `action_repeat` frames.
@@ -48,6 +51,8 @@ _SAME_FOR_TRAIN_AND_TEST = (
 # The 30 training levels, and every name a user may ask for (train or test).
 DMLAB30 = tuple(TRAIN_TO_TEST) + _SAME_FOR_TRAIN_AND_TEST
 LEVELS = DMLAB30 + tuple(TRAIN_TO_TEST.values())
+# Multi-task suites: one agent trains on all their levels at once (IMPALA §5.3).
+SUITES = {"dmlab30": DMLAB30}
 
 # (look left/right, look down/up, strafe left/right, back/forward, fire, jump, crouch)
 ACTION_SET = (
