@@ -133,7 +133,8 @@ class EpisodeLog:
         self.recent = collections.deque(maxlen=window)
         self.count = 0
         self._by_task = {task: _TaskReturns(window) for task in tasks}
-        new = not self._path.exists()
+        # Empty: a run killed before its first flush; its resume writes the header.
+        new = not self._path.exists() or self._path.stat().st_size == 0
         if not new:  # A resumed run continues its statistics.
             with open(self._path, newline="") as f:
                 for row in csv.DictReader(f):
@@ -142,6 +143,7 @@ class EpisodeLog:
         self._writer = csv.writer(self._file)
         if new:
             self._writer.writerow(EPISODE_FIELDS + (("task",) if tasks else ()))
+            self._file.flush()  # Before any episode: a kill now leaves a file with its header.
 
     def add(
         self, frames: int, episode_return: float, episode_length: int, wall_time: float, task: str | None = None

@@ -1,6 +1,7 @@
 """The shared runtime in `common/`, in-process: config resolution, schedules,
 the run directory, the loop, Reverb adders and tables, torsos and layouts."""
 
+import csv
 import dataclasses
 import json
 import math
@@ -138,6 +139,20 @@ def test_a_failed_resume_leaves_the_run_as_it_was(tmp_path):
         with run_dir.starting(path, PRESETS["minatar"], resume=True, overwrite=False):
             raise RuntimeError("boom")
     assert {p.name: p.read_bytes() for p in path.iterdir()} == before
+
+
+def test_episode_log_of_a_run_killed_before_its_first_flush_gets_its_header_on_resume(tmp_path):
+    """A run killed 0.1 s in left an empty episodes.csv; its resume wrote rows with no header (seen)."""
+    first = run_dir.EpisodeLog(tmp_path)
+    assert (tmp_path / "episodes.csv").read_text().startswith("frames,episode_return")  # Flushed at once.
+    first._file.close()
+    (tmp_path / "episodes.csv").write_text("")  # As a kill before any flush leaves it.
+    resumed = run_dir.EpisodeLog(tmp_path)
+    resumed.add(160, 2.0, 6, 1.5)
+    resumed.close()
+    rows = list(csv.DictReader(open(tmp_path / "episodes.csv", newline="")))
+    assert [(r["frames"], r["episode_return"]) for r in rows] == [("160", "2")]
+    assert run_dir.EpisodeLog(tmp_path).count == 1  # A second resume counts it.
 
 
 def test_first_progress_line_has_no_eta_and_later_ones_do():
