@@ -117,7 +117,7 @@ def test_aggregates_match_their_definitions():
     [
         (["--agent=dqn", *TOY[1:]], "agent"),
         ([*TOY[:2], "--suite=nope", TOY[3]], "unknown suite 'nope'"),
-        ([*TOY[:2], "--suite=dmlab30", TOY[3]], "dmlab30 is not supported yet"),
+        (["--agent=ddqn", "--preset=toy", "--suite=dmlab30", TOY[3]], "only impala does; use --agent impala"),
         ([*TOY[:2], "--suite=toy:catch,toy:nope", TOY[3]], "unknown toy name 'nope'"),
         ([*TOY, "--shard=2/2"], "--shard"),
         ([*TOY, "--seeds=0"], "--seeds"),

@@ -8,10 +8,12 @@ normalised values are worked by hand from (score - random) / |human - random|.
 from __future__ import annotations
 
 import csv
+import json
 
 import pytest
 
 from common import scores
+from common.errors import UsageError
 from reproduce.suite import _plan, _published
 from tests.test_suite import _finish, _suite, _suite_config
 
@@ -134,3 +136,30 @@ def test_ddqn_notes_say_ours_are_no_op_starts_against_human_starts():
     rows = _published.comparison("ddqn", "atari_ddqn", "atari", {"pong": 0.5})
     assert {row["protocol"] for row in rows} == {"atari_human_starts"}  # No paper-specific variant.
     assert {row["printed"] for row in rows} == {1.11, 4.18}  # PER Table 1, tuned DDQN over 57 games.
+
+
+def test_a_dmlab30_suite_is_one_multi_task_job_scored_on_its_30_levels(tmp_path):
+    """IMPALA §5.3: one agent per seed on all 30 levels; the aggregates are over the scored levels."""
+    from common.envs import dmlab
+    from reproduce.suite import aggregate
+
+    suite = _suite_config(preset="dmlab30", suite="dmlab30", games=_plan.resolve_suite("dmlab30"), seeds=(0,))
+    assert [job.name for job in _plan.jobs(suite)] == ["dmlab30_s0"]
+    scored = [dmlab.score_level(level) for level in dmlab.DMLAB30]
+    returns = {level: 1.5 * i for i, level in enumerate(scored)}
+    run_dir = tmp_path / "dmlab30_s0"
+    _finish(run_dir, steps=4, mean_return=None)
+    levels = {level: {"mean_return": r, "episodes": 3} for level, r in returns.items()}
+    (run_dir / "eval_step4.json").write_text(json.dumps({"episodes": 3, "levels": levels}))
+    rows, missing = aggregate.per_game_rows(suite, tmp_path)
+    assert not missing and aggregate.suite_games(suite) == scored
+    assert "rooms_collect_good_objects_test" in scored and "rooms_collect_good_objects_train" not in scored
+    expected = {level: scores.normalized(level, r, "dmlab30") for level, r in returns.items()}
+    assert {r["game"]: r["normalized"] for r in rows} == pytest.approx(expected)
+    assert all(r["env"] == f"dmlab:{r['game']}" and r["published"] is None for r in rows)
+
+
+@pytest.mark.parametrize("agent", ["ddqn", "laser"])
+def test_a_dmlab30_suite_needs_the_multi_task_agent(agent):
+    with pytest.raises(UsageError, match="only impala does; use --agent impala --preset dmlab30"):
+        _plan.check_suite_name("dmlab30", agent)

@@ -4,8 +4,9 @@
     python -m reproduce.suite.aggregate runs/suites/impala_minatar_minatar
 
 --agent impala|ddqn|laser runs `<impala|per|laser>.train` then `.evaluate`;
---suite is minatar (5 games), atari57, or a list FAMILY:GAME,FAMILY:GAME,...
-(dmlab30 is not supported yet). Job `<game>_s<seed>` (seeds 0..N-1) lives in
+--suite is minatar (5 games), atari57, dmlab30 (IMPALA only: one multi-task
+job per seed, scored on its 30 levels), or a list FAMILY:GAME,FAMILY:GAME,....
+Job `<game>_s<seed>` (seeds 0..N-1) lives in
 SUITE_DIR/<game>_s<seed>, its output in SUITE_DIR/logs/<game>_s<seed>.log;
 SUITE_DIR/suite.json holds the suite's agent, preset, frames, games and seeds,
 and a suite directory takes no other agent, preset, frames or evaluation.
@@ -46,7 +47,9 @@ from reproduce.suite import _engines, _plan
 
 flags.DEFINE_enum("agent", None, list(_plan.AGENTS), "Agent: impala, ddqn (prioritized Double DQN) or laser.")
 flags.DEFINE_string("preset", None, "The agent's config preset, e.g. minatar (impala.config.PRESETS).")
-flags.DEFINE_string("suite", None, "minatar, atari57, or FAMILY:GAME,FAMILY:GAME,... (dmlab30: not yet).")
+flags.DEFINE_string(
+    "suite", None, "minatar, atari57, dmlab30 (impala, one multi-task job per seed), or FAMILY:GAME,FAMILY:GAME,..."
+)
 flags.DEFINE_integer("seeds", 1, "Seeds per game: 0..N-1.")
 flags.DEFINE_string("frames", None, "Frame budget of every run, e.g. 2e6.")
 flags.DEFINE_string("suite_dir", "", "Suite directory; default runs/suites/<agent>_<preset>_<suite>.")
@@ -102,7 +105,7 @@ def _requested() -> _plan.Suite:
     frames = cli.parse_value("--frames", FLAGS.frames, 0)
     if frames < 1:
         raise UsageError(f"--frames={FLAGS.frames}: must be >= 1")
-    _plan.check_suite_name(FLAGS.suite)
+    _plan.check_suite_name(FLAGS.suite, FLAGS.agent)
     return _plan.Suite(
         FLAGS.agent, FLAGS.preset, FLAGS.suite, (), tuple(range(FLAGS.seeds)), frames, FLAGS.eval_episodes
     )

@@ -4,6 +4,10 @@ Pure helpers without flags, so tests can import them. Each (game, seed) job is
 an ordinary run directory `SUITE_DIR/<game>_s<seed>`; a job is done when the
 run has its final.json and the evaluation of its final checkpoint
 (`eval_step<learner_steps>.json`, written by `<agent>.evaluate`).
+
+DMLab-30 is one multi-task job per seed (IMPALA §5.3: one agent on all 30
+levels, `dmlab:dmlab30`), whose evaluation scores each level; its "games" in
+the aggregates are the 30 scored levels (`scored_games`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ DEFAULT_RATES = {
     ("ddqn", "minatar"): (214.0, "results/per/full/minatar_runs: 2M frames in 9329 s"),
     ("laser", "minatar"): (1600.0, "results/laser/benchmarks/benchmark.md: fresh frames/s at 87.5% replay"),
 }
+# The one agent that trains on a mixture of levels (IMPALA §5.3).
+MULTI_TASK_AGENTS = ("impala",)
 # Toy runs are short enough that start-up (TensorFlow, Reverb, actors) dominates.
 TOY_RATE = (75.0, "a 3,000-frame impala toy run took 40 s")
 UNMEASURED_RATE = (1000.0, "no measurement for this agent and env family: a guess")
@@ -66,11 +72,12 @@ def resolve_suite(suite: str) -> tuple[str, ...]:
     """Env specs of a named suite or of a comma list `FAMILY:GAME,...`."""
     from common import envs  # Imports gymnasium, ALE and MinAtar: only once the cheap checks passed.
 
-    check_suite_name(suite)
     if suite == "minatar":
         return tuple(f"minatar:{name}" for name in envs.minatar.GAMES)
     if suite == "atari57":
         return tuple(f"atari:{name}" for name in envs.atari.ATARI57)
+    if suite == "dmlab30":
+        return ("dmlab:dmlab30",)
     specs = tuple(spec.strip() for spec in suite.split(","))
     for spec in specs:
         envs.parse(spec)
@@ -80,12 +87,25 @@ def resolve_suite(suite: str) -> tuple[str, ...]:
     return specs
 
 
-def check_suite_name(suite: str) -> None:
+def check_suite_name(suite: str, agent: str) -> None:
     """The checks on --suite that need no env import."""
-    if suite == "dmlab30":
-        raise UsageError("--suite dmlab30 is not supported yet (multi-task DMLab-30 is planned in issue #11)")
+    if suite == "dmlab30" and agent not in MULTI_TASK_AGENTS:
+        raise UsageError(
+            f"--suite dmlab30 trains one agent on all 30 levels (IMPALA §5.3), which only "
+            f"{', '.join(MULTI_TASK_AGENTS)} does; use --agent impala --preset dmlab30"
+        )
     if suite not in SUITES and ":" not in suite:
         raise choice_error("suite", suite, [*SUITES, "FAMILY:GAME,FAMILY:GAME,..."])
+
+
+def scored_games(env: str) -> list[tuple[str, str]]:
+    """(game, FAMILY:GAME) of each game a job of `env` is scored on: a multi-task job's scored levels."""
+    from common import envs
+
+    if not envs.is_suite(env):
+        return [(game(env), env)]
+    scored = [envs.scored(envs.task_spec(env, task)) for task in envs.tasks(env)]
+    return [(game(spec), spec) for spec in scored]
 
 
 def parse_shard(text: str) -> tuple[int, int]:

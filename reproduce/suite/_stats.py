@@ -30,6 +30,7 @@ NORMALIZATION = {
     "results/published/minatar_young2019_5M.csv)",
     "atari": "(score - random) / |human - random| (common.scores, protocol {protocol})",
     "toy": "score / 1.0, Catch's maximum return",
+    "dmlab": "(score - random) / |human - random| (common.scores, protocol dmlab30; IMPALA App. B)",
 }
 
 
@@ -49,7 +50,9 @@ def normalized(agent: str, env: str, score: float) -> float:
         return scores.normalized(game, score, ATARI_PROTOCOL[agent])
     if family == "toy":
         return score / 1.0
-    raise UsageError(f"no normalisation for {env}: suites support minatar, atari and toy games")
+    if family == "dmlab":
+        return scores.normalized(game, score, "dmlab30")
+    raise UsageError(f"no normalisation for {env}: suites support minatar, atari, dmlab and toy games")
 
 
 def normalization_notes(agent: str, families: set[str]) -> list[str]:

@@ -55,7 +55,7 @@ def main(argv: list[str]) -> None:
     if suite is None:
         raise UsageError(f"{suite_dir} has no suite.json: not a suite directory")
     rows, missing = per_game_rows(suite, suite_dir)
-    games = [_plan.game(env) for env in suite.games]
+    games = suite_games(suite)
     seeds = _stats.complete_seeds(rows, games)
     if not seeds:
         raise UsageError(f"{suite_dir}: no seed is evaluated on every game yet ({len(missing)} job(s) not done)")
@@ -82,26 +82,26 @@ def per_game_rows(suite: _plan.Suite, suite_dir: pathlib.Path) -> tuple[list[dic
             missing.append(job.name)
             continue
         final = json.loads((suite_dir / job.name / "final.json").read_text())
-        score = evaluated["mean_return"]
-        published = _published.published(suite.agent, suite.preset, job.env) or (None, None)
-        rows.append(
-            {
-                "game": _plan.game(job.env),
-                "env": job.env,
-                "seed": job.seed,
-                "frames": final["frames"],
-                "score": score,
-                "normalized": _stats.normalized(suite.agent, job.env, score),
-                "episodes": evaluated["episodes"],
-                "published": published[0],
-                "published_normalized": published[1],
-            }  # fmt: skip
-        )
+        # A multi-task evaluation scores each level (IMPALA §5.3): a row per level.
+        levels = evaluated.get("levels") or {_plan.game(job.env): evaluated}
+        for game, env in _plan.scored_games(job.env):
+            score = levels[game]["mean_return"]
+            published = _published.published(suite.agent, suite.preset, env) or (None, None)
+            rows.append({
+                "game": game, "env": env, "seed": job.seed, "frames": final["frames"], "score": score,
+                "normalized": _stats.normalized(suite.agent, env, score), "episodes": levels[game]["episodes"],
+                "published": published[0], "published_normalized": published[1],
+            })  # fmt: skip
     return rows, missing
 
 
+def suite_games(suite: _plan.Suite) -> list[str]:
+    """The games the aggregates are over: each job's scored games (DMLab-30: its 30 scored levels)."""
+    return [game for env in suite.games for game, _ in _plan.scored_games(env)]
+
+
 def _title(suite: _plan.Suite) -> str:
-    games, seeds = len(suite.games), len(suite.seeds)
+    games, seeds = len(suite_games(suite)), len(suite.seeds)
     name = suite.suite if len(suite.suite) <= 40 else suite.suite[:37] + "..."
     return f"{name}: {suite.agent} ({suite.preset}), {games} games x {seeds} seeds, {suite.frames:,} frames per run"
 
