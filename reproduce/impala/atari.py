@@ -3,7 +3,8 @@
     python -m reproduce.impala.atari --profile full [--games pong] [--frames 1e7]
 
 Trains `--preset atari_shallow` (App. G) on each game for the profile's frame
-budget, or `--frames` when one background run in a session allows less or more,
+budget (full: 50M, the committed Pong run's, so `make reproduce PROFILE=full`
+regenerates it), or `--frames` when one background run allows less or more,
 then evaluates the final checkpoint by the paper's protocol (up to 30 no-op
 starts, 108K-frame cap, no life-loss terminals) with `impala.evaluate`. The
 paper trains for 200M frames; ours says how many it had.
@@ -38,7 +39,7 @@ flags.DEFINE_float("frames", None, "Frame budget per game overriding the profile
 flags.DEFINE_integer("eval_episodes", None, "Evaluation episodes overriding the profile's (paper: 200).")
 FLAGS = flags.FLAGS
 
-FRAMES = {"quick": 150_000, "full": 10_000_000}
+FRAMES = {"quick": 150_000, "full": 50_000_000}  # Full: results/impala/full/atari (5,524 s here).
 EVAL_EPISODES = {"quick": 2, "full": 30}
 PAPER_FRAMES = 200_000_000
 
