@@ -127,6 +127,11 @@ def run_to_completion(command: list[str], run_dir: pathlib.Path, finished: Calla
         sys.exit(130)
 
 
+def wall_time(finals) -> float:
+    """A study's wall time: the sum of its runs' own (final.json's, over all their segments), not its assembly's."""
+    return sum(final.get("wall_time_s") or 0.0 for final in finals)
+
+
 def run_provenance(run_dir: pathlib.Path) -> dict | None:
     """The provenance the training run recorded when it (last) started."""
     path = run_dir / "provenance.json"

@@ -123,9 +123,9 @@ def main(argv: list[str]) -> None:
     (out / "atari.md").write_text("\n".join(lines) + "\n")
     configs = {g: json.loads((runs / g / "config.json").read_text()) for g in FLAGS.games}
     provenance.write(
-        out, "atari.provenance.json", config=configs,
-        seeds=[FLAGS.seed], frames=frames * len(FLAGS.games), wall_time_s=time.time() - start,
-        scale=f"reduced: {frames:,} of {PAPER_FRAMES:,} frames", extra={"runs": finals, "eval_episodes": episodes,
+        out, "atari.provenance.json", config=configs, seeds=[FLAGS.seed], frames=frames * len(FLAGS.games),
+        wall_time_s=_runs.wall_time(finals.values()), scale=f"reduced: {frames:,} of {PAPER_FRAMES:,} frames",
+        extra={"assembled_in_s": round(time.time() - start, 1), "runs": finals, "eval_episodes": episodes,
                "run_provenance": {g: _runs.run_provenance(runs / g) for g in FLAGS.games}},
     )  # fmt: skip
     print("\n".join(lines))

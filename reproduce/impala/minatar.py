@@ -118,8 +118,9 @@ def main(argv: list[str]) -> None:
     configs = {g: json.loads((runs / g / "config.json").read_text()) for g in FLAGS.games}
     provenance.write(
         out, "minatar.provenance.json", config=configs, seeds=[FLAGS.seed], frames=frames * len(FLAGS.games),
-        wall_time_s=time.time() - start, scale=f"reduced ({FLAGS.profile}): MinAtar, 1 seed per game",
-        extra={"runs": finals, "run_provenance": {g: _runs.run_provenance(runs / g) for g in FLAGS.games}},
+        wall_time_s=_runs.wall_time(finals.values()), scale=f"reduced ({FLAGS.profile}): MinAtar, 1 seed per game",
+        extra={"assembled_in_s": round(time.time() - start, 1), "runs": finals,
+               "run_provenance": {g: _runs.run_provenance(runs / g) for g in FLAGS.games}},
     )  # fmt: skip
     print("\n".join(lines))
 
