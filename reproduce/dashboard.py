@@ -236,12 +236,13 @@ def per_replay_benchmark(base: pathlib.Path) -> Cells:
     rows = read_csv(base)
     us = {(r["items"], r["variant"]): r["us_per_iteration"] for r in rows}
     overhead = {r["items"]: float(r["rank_overhead_vs_proportional"]) for r in rows}
-    return Cells(
-        "µs per sample+update, proportional / rank-based: "
-        + ", ".join(
-            f"{int(n):,} items {us[n, 'proportional']} / {us[n, 'rank']} (+{overhead[n]:.0%})" for n in overhead
-        )
-    )
+    cpprb = {r["items"]: r.get("ratio_to_cpprb") for r in rows if r["variant"] == "proportional"}
+
+    def size(n: str) -> str:
+        against = f"; {cpprb[n]}x cpprb" if cpprb.get(n) else ""
+        return f"{int(n):,} items {us[n, 'proportional']} / {us[n, 'rank']} ({overhead[n]:+.0%}{against})"
+
+    return Cells("µs per sample+update, proportional / rank-based: " + ", ".join(size(n) for n in overhead))
 
 
 VERDICTS = {"meet": "meets", "miss": "misses"}  # `per.benchmark_memory`'s words, as a headline says them.
@@ -485,9 +486,9 @@ STUDIES: tuple[Study, ...] = (
     ),
     Study(
         "Prioritized replay",
-        "Replay sample+update throughput at 10^4, 10^5, 10^6 items, proportional vs rank-based",
+        "Replay sample+update throughput by size, proportional vs rank-based vs cpprb (in-process C++ baseline)",
         "`python -m per.benchmark_replay`",
-        "`per/benchmarks/replay.csv`",
+        "`per/benchmarks/replay.{csv,md}`",
         "benchmark",
         "per/benchmarks/replay",
         per_replay_benchmark,
