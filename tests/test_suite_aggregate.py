@@ -128,6 +128,11 @@ def test_aggregate_writes_the_published_scores_beside_ours(tmp_path):
     assert "| mean | atari_noop_impala |" in markdown and "957.6%" in markdown
     assert f"| pong | 2 | -19.50 | {(-19.5 + 20.7) / 35.3:.3f} | {deep['pong']:.2f} |" in markdown
     assert (tmp_path / "per_game.png").stat().st_size and (tmp_path / "aggregate.png").stat().st_size
+    recorded = json.loads((tmp_path / "aggregate.provenance.json").read_text())
+    assert recorded["config"]["preset"] == "atari_deep" and recorded["seeds"] == [0, 1]
+    assert recorded["frames"] == 6 * 3000 and sorted(recorded["run_provenance"]) == sorted(
+        f"{game}_s{seed}" for game in returns for seed in (0, 1)
+    )
 
 
 def test_ddqn_notes_say_ours_are_no_op_starts_against_human_starts():

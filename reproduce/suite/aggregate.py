@@ -19,11 +19,14 @@ into SUITE_DIR:
   games and over the paper's full set (for IMPALA also under the Video Pinball
   reference its Table 4 means need, `common.scores.VARIANTS`);
 * per_game.png (ours and published per game, normalised, log scale) and
-  aggregate.png (each statistic with its interval).
+  aggregate.png (each statistic with its interval);
+* aggregate.provenance.json: the suite, its runs' frames and wall time and each
+  run's own provenance, so these files can be committed without the runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 
@@ -35,9 +38,9 @@ import numpy as np  # noqa: E402
 from absl import flags, logging  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
-from common import cli, scores  # noqa: E402
+from common import cli, provenance, scores  # noqa: E402
 from common.errors import UsageError  # noqa: E402
-from reproduce import write_csv  # noqa: E402
+from reproduce import _runs, write_csv  # noqa: E402
 from reproduce.suite import _plan, _published, _stats  # noqa: E402
 
 flags.DEFINE_integer("reps", 2000, "Bootstrap resamples (Agarwal et al. 2021 use 50,000 for final figures).")
@@ -68,6 +71,7 @@ def main(argv: list[str]) -> None:
     _plot_aggregate(suite, summary, comparisons, suite_dir / "aggregate.png")
     markdown = _markdown(suite, rows, games, seeds, summary, missing) + _markdown_published(suite, comparisons)
     (suite_dir / "aggregate.md").write_text(markdown)
+    write_provenance(suite, suite_dir, seeds)
     print(f"{suite_dir}: {len(rows)} run(s) on {len(games)} game(s), seeds {seeds} in the aggregates")
     for row in summary:
         print(f"  {row['statistic']:12} {row['value']:.3f}  [{row['ci_low']:.3f}, {row['ci_high']:.3f}]")
@@ -93,6 +97,21 @@ def per_game_rows(suite: _plan.Suite, suite_dir: pathlib.Path) -> tuple[list[dic
                 "published": published[0], "published_normalized": published[1],
             })  # fmt: skip
     return rows, missing
+
+
+def write_provenance(suite: _plan.Suite, suite_dir: pathlib.Path, seeds: list[int]) -> None:
+    """aggregate.provenance.json: the suite, its runs' frames and wall time, and each run's own record.
+
+    So the aggregate's files can be committed without their (large) run directories.
+    """
+    names = [_plan.Job(env, seed).name for seed in seeds for env in suite.games]
+    finals = [json.loads((suite_dir / name / "final.json").read_text()) for name in names]
+    runs = {name: _runs.run_provenance(suite_dir / name) for name in names}
+    provenance.write(
+        suite_dir, "aggregate.provenance.json", config=dataclasses.asdict(suite), seeds=seeds,
+        frames=sum(f["frames"] for f in finals), wall_time_s=_runs.wall_time(finals),
+        scale=f"suite {suite.suite}: the {len(names)} runs of seeds {seeds}", extra={"run_provenance": runs},
+    )  # fmt: skip
 
 
 def suite_games(suite: _plan.Suite) -> list[str]:
