@@ -20,9 +20,14 @@ def heading(title: str, profile: str) -> str:
 
 
 def define_flags() -> None:
-    """The flags every reproduce script shares."""
+    """The flags every reproduce script shares.
+
+    Defined once per process: tests import several scripts into one process.
+    """
     from absl import flags
 
+    if "profile" in flags.FLAGS:
+        return
     flags.DEFINE_enum("profile", "quick", PROFILES, "quick: minutes on 2 cores; full: the larger study.")
     flags.DEFINE_integer("seed", 0, "Base seed; repeats use seed, seed + 1, ...")
     flags.DEFINE_bool(
