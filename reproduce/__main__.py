@@ -85,7 +85,8 @@ def expected(scripts: list[str], profile: str) -> str:
     hours, minutes = divmod(round(sum(known) / 60), 60)
     unknown = [s for s in scripts if s not in EXPECTED_S]
     note = f"; not measured yet: {', '.join(unknown)}" if unknown else ""
-    return f"about {hours} h {minutes} min on the project's 2-core machine (reproduce/__main__.py EXPECTED_S){note}"
+    time_ = f"about {hours} h {minutes} min" if hours or minutes else "under a minute"
+    return f"{time_} on the project's 2-core machine (reproduce/__main__.py EXPECTED_S){note}"
 
 
 if __name__ == "__main__":
