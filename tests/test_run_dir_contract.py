@@ -289,8 +289,8 @@ def test_quick_profile_tables_say_smoke_scale_in_their_first_line():
 
 def test_every_reproduce_script_has_a_measured_expected_time():
     """`make reproduce` prints the profile's expected wall time before it starts (#11): no script is left out."""
-    from reproduce import __main__ as reproduce_main
+    from reproduce import _scripts
 
-    assert sorted(reproduce_main.EXPECTED_S) == reproduce_main.discover()
-    assert all(quick > 0 and full > 0 for quick, full in reproduce_main.EXPECTED_S.values())
-    assert reproduce_main.expected(["reproduce.per.cliffwalk"], "full").startswith("about 0 h 11 min")
+    assert sorted(_scripts.EXPECTED_S) == _scripts.discover()
+    assert all(quick > 0 and full > 0 for quick, full in _scripts.EXPECTED_S.values())
+    assert _scripts.expected(["reproduce.per.cliffwalk"], "full").startswith("about 0 h 11 min")

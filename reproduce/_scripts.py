@@ -1,0 +1,53 @@
+"""The reproduce scripts and how long each takes: found, not listed, and measured.
+
+No flags here (unlike the scripts and `reproduce.__main__`), so tests can import it.
+"""
+
+from __future__ import annotations
+
+import pkgutil
+
+import reproduce
+
+# Measured seconds of each script on the project's 2-core machine: (quick, full).
+# Quick: `python -m reproduce --profile quick` at 0c99d52 on a loaded machine
+# (load ~8, ~45% CPU steal), so an upper bound. Full: the committed results'
+# own wall times (their provenance), and for studies still being assembled the
+# measured time per job times the jobs.
+EXPECTED_S = {
+    "reproduce.impala.atari": (242, 5_524),  # Full: results/impala/full/atari (Pong, 50M frames, 30 episodes).
+    "reproduce.impala.minatar": (909, 3_586),  # Full: its 5 runs' final.json, 620-894 s each.
+    "reproduce.impala.vtrace_operator": (16, 26),
+    # Full: Fig. 2 left 4,175 s and right's 2 more jobs ~2,000 s, App. Fig. 4 right
+    # 3,772 s (committed); IMPALA Table 2's 24 jobs ~300-1,100 s each (~5 h);
+    # 5 nine-agent sweeps (Fig. 3, App. Fig. 4 left) at ~9 x 1,100 s (~14 h).
+    "reproduce.laser.minatar": (401, 80_000),
+    "reproduce.laser.propositions": (41, 21),
+    "reproduce.per.cliffwalk": (46, 635),
+    "reproduce.per.minatar": (348, 140_000),  # Full: 15 runs at the committed run's 9,329 s.
+    "reproduce.scores.published_tables": (1, 5),
+}
+
+
+def discover() -> list[str]:
+    """Module names of all reproduce scripts, sorted."""
+    found = []
+    for package in pkgutil.iter_modules(reproduce.__path__):
+        if not package.ispkg or package.name.startswith("_") or package.name == "suite":
+            continue
+        path = [f"{reproduce.__path__[0]}/{package.name}"]
+        for module in pkgutil.iter_modules(path):
+            if not module.ispkg and not module.name.startswith("_"):
+                found.append(f"reproduce.{package.name}.{module.name}")
+    return sorted(found)
+
+
+def expected(scripts: list[str], profile: str) -> str:
+    """The scripts' expected wall time in `profile`, as measured here (`EXPECTED_S`)."""
+    column = reproduce.PROFILES.index(profile)
+    known = [EXPECTED_S[s][column] for s in scripts if s in EXPECTED_S]
+    hours, minutes = divmod(round(sum(known) / 60), 60)
+    unknown = [s for s in scripts if s not in EXPECTED_S]
+    note = f"; not measured yet: {', '.join(unknown)}" if unknown else ""
+    time_ = f"about {hours} h {minutes} min" if hours or minutes else "under a minute"
+    return f"{time_} on the project's 2-core machine (reproduce/_scripts.py EXPECTED_S){note}"
