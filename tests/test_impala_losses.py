@@ -80,9 +80,7 @@ def test_per_step_lambda_mask_and_entropy_mask(jit):
     mask = lambda_.copy()
     entropy_mask = np.zeros((T, B))
     entropy_mask[:, 0] = 1.0  # Only the first trajectory is online data.
-    out = call(
-        x, jit, baseline_cost=0.5, entropy_cost=0.02, lambda_=lambda_, mask=mask, entropy_mask=entropy_mask
-    )
+    out = call(x, jit, baseline_cost=0.5, entropy_cost=0.02, lambda_=lambda_, mask=mask, entropy_mask=entropy_mask)
     expected = reference(x, 0.5, 0.02, "sum", lambda_, mask, entropy_mask)
     for name, value in expected.items():
         assert float(getattr(out, name)) == pytest.approx(value, rel=1e-4, abs=1e-5), name
