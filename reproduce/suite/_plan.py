@@ -123,13 +123,18 @@ def jobs(suite: Suite, shard: tuple[int, int] = (0, 1)) -> list[Job]:
     return every[index::count]
 
 
-def evaluation(run_dir: pathlib.Path) -> dict | None:
-    """The evaluation of the run's final checkpoint, or None."""
+def evaluation_path(run_dir: pathlib.Path) -> pathlib.Path | None:
+    """Where the evaluation of the run's final checkpoint is (or will be); None before the run has ended."""
     final = run_dir / "final.json"
     if not final.exists():
         return None
-    path = run_dir / f"eval_step{json.loads(final.read_text())['learner_steps']}.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    return run_dir / f"eval_step{json.loads(final.read_text())['learner_steps']}.json"
+
+
+def evaluation(run_dir: pathlib.Path) -> dict | None:
+    """The evaluation of the run's final checkpoint, or None."""
+    path = evaluation_path(run_dir)
+    return json.loads(path.read_text()) if path is not None and path.exists() else None
 
 
 def state(run_dir: pathlib.Path) -> str:

@@ -1,0 +1,98 @@
+"""Assembling a suite from jobs finished in different places (`reproduce.suite.collect`)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import pathlib
+
+import pytest
+
+from common.errors import UsageError
+from reproduce.suite import _plan, collect
+from tests.test_suite import _finish, _suite, _suite_config
+
+
+def _done(run_dir: pathlib.Path, steps: int, mean_return: float) -> None:
+    """A finished, evaluated run with its records and 4 training episodes at frames 500..2000."""
+    _finish(run_dir, steps, mean_return)
+    for name in ("config.json", "provenance.json"):
+        (run_dir / name).write_text(json.dumps({"file": name, "run": run_dir.name}))
+    (run_dir / "checkpoints").mkdir()
+    (run_dir / "checkpoints" / "ckpt-1.index").write_text("large")
+    episodes = [(500, 1.0), (1000, 3.0), (1500, 5.0), (2000, 7.0)]
+    rows = "".join(f"{frames},{episode_return}\n" for frames, episode_return in episodes)
+    (run_dir / "episodes.csv").write_text("frames,episode_return\n" + rows)
+
+
+@pytest.fixture
+def source(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A suite of 2 games x 2 seeds with catch_s0 and breakout_s1 done, catch_s1 started, breakout_s0 not."""
+    suite_dir = tmp_path / "source"
+    _plan.save_suite(_suite_config(), suite_dir)
+    _done(suite_dir / "catch_s0", steps=7, mean_return=0.5)
+    _done(suite_dir / "breakout_s1", steps=9, mean_return=2.0)
+    _finish(suite_dir / "catch_s1", steps=3, mean_return=None)
+    return suite_dir
+
+
+def test_collects_the_done_jobs_records_and_curve_without_checkpoints(source, tmp_path):
+    dest = tmp_path / "dest"
+    collected, kept, not_done = collect.collect(_plan.load_suite(source), source, dest)
+    assert collected == ["catch_s0", "breakout_s1"] and kept == [] and not_done == ["breakout_s0", "catch_s1"]
+    assert _plan.load_suite(dest) == _plan.load_suite(source)
+    assert sorted(p.name for p in (dest / "catch_s0").iterdir()) == [
+        "config.json", "curve.csv", "eval_step7.json", "final.json", "provenance.json",
+    ]  # fmt: skip
+    assert json.loads((dest / "breakout_s1" / "provenance.json").read_text()) == {
+        "file": "provenance.json", "run": "breakout_s1",
+    }  # fmt: skip
+    # The suite driver and the aggregate see the collected jobs as done, with the same evaluation.
+    assert [_plan.state(dest / job.name) for job in _plan.jobs(_plan.load_suite(dest))] == [
+        "done", "todo", "todo", "done",
+    ]  # fmt: skip
+    assert _plan.evaluation(dest / "catch_s0") == {"mean_return": 0.5, "episodes": 5}
+    # 1% bins of the 3,000-frame budget (30 frames): one episode per bin here, its own return.
+    with open(dest / "catch_s0" / "curve.csv", newline="") as f:
+        curve = [(int(row["frames"]), float(row["mean_return"])) for row in csv.DictReader(f)]
+    assert curve == [(480, 1.0), (990, 3.0), (1500, 5.0), (1980, 7.0)]
+
+
+def test_collecting_again_keeps_what_dest_has_done(source, tmp_path):
+    dest = tmp_path / "dest"
+    collect.collect(_plan.load_suite(source), source, dest)
+    (dest / "catch_s0" / "final.json").write_text((dest / "catch_s0" / "final.json").read_text() + " ")
+    before = (dest / "catch_s0" / "final.json").read_text()
+    collected, kept, _ = collect.collect(_plan.load_suite(source), source, dest)
+    assert collected == [] and kept == ["catch_s0", "breakout_s1"]
+    assert (dest / "catch_s0" / "final.json").read_text() == before
+
+
+def test_an_unfinished_run_in_dest_is_an_error_and_nothing_is_copied(source, tmp_path):
+    dest = tmp_path / "dest"
+    _plan.save_suite(_suite_config(), dest)
+    (dest / "catch_s0").mkdir()
+    with pytest.raises(UsageError, match="unfinished runs of catch_s0"):
+        collect.collect(_plan.load_suite(source), source, dest)
+    assert not (dest / "breakout_s1").exists() and list((dest / "catch_s0").iterdir()) == []
+
+
+def test_a_dest_of_another_preset_is_an_error(source, tmp_path):
+    dest = tmp_path / "dest"
+    _plan.save_suite(_suite_config(preset="minatar"), dest)
+    with pytest.raises(UsageError, match="preset=minatar, not toy"):
+        collect.collect(_plan.load_suite(source), source, dest)
+    assert sorted(p.name for p in dest.iterdir()) == ["suite.json"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["only_one"], "expected two suite directories"),
+        (["/nonexistent/suite", "/tmp/dest"], "has no suite.json: not a suite directory"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    result = _suite(*args, module="reproduce.suite.collect")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and message in result.stderr and "Traceback" not in result.stderr
