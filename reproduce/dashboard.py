@@ -210,6 +210,43 @@ def rate(row: dict[str, str]) -> int:
     return int(row["frames_per_s"])
 
 
+# ---------------------------------------------------------------- suites
+
+
+def suite_aggregate(base: pathlib.Path) -> Cells:
+    """IQM, median and mean of the normalised scores with their 95% bootstrap intervals."""
+    rows = {r["statistic"]: r for r in read_csv(base)}
+    games = read_csv(base.parent / "per_game")
+    seeds = sorted({r["seed"] for r in games})
+    return Cells(
+        "; ".join(
+            f"{name} {float(rows[name]['value']):.2f} [{float(rows[name]['ci_low']):.2f}, "
+            f"{float(rows[name]['ci_high']):.2f}]"
+            for name in ("iqm", "median", "mean")
+        )
+        + f" ({len(games)} runs, seeds {', '.join(seeds)}; 1.00 = Young & Tian's DQN at 5M frames)",
+        "Young & Tian's DQN at 5M frames: 1.00 by definition",
+    )
+
+
+def suite_pending(base: pathlib.Path) -> Cells | None:
+    """Before the aggregate: the jobs collected so far (`reproduce.suite.collect`)."""
+    suite_dir = base.parent
+    done = sorted(path.parent.name for path in suite_dir.glob("*/final.json"))
+    if not done:
+        return None
+    suite = json.loads((suite_dir / "suite.json").read_text())
+    total = len(suite["games"]) * len(suite["seeds"])
+    runs = [
+        tag(json.loads(p.read_text())) if p.exists() else None
+        for p in (suite_dir / d / "provenance.json" for d in done)
+    ]
+    return Cells(
+        f"aggregate not written yet: {len(done)} of {total} jobs collected ({', '.join(done)})",
+        commits=f"runs: {counted(runs)}",
+    )
+
+
 # ---------------------------------------------------------------- prioritized replay
 
 
@@ -561,6 +598,18 @@ STUDIES: tuple[Study, ...] = (
         "benchmark",
         "laser/benchmarks/benchmark",
         laser_benchmark,
+    ),
+    Study(
+        "Suites",
+        "IMPALA on the 5 MinAtar games × 3 seeds, 2M frames each, scored by the suite driver (IQM and "
+        "stratified-bootstrap intervals, rliable)",
+        "`python -m reproduce.suite --agent impala --preset minatar --suite minatar --seeds 3 --frames 2e6`, then "
+        "`reproduce.suite.collect` and `reproduce.suite.aggregate` (README, Benchmark suites)",
+        "`suites/impala_minatar/{per_game,aggregate}.csv`, `aggregate.{md,png}`, `per_game.png`, one folder per run",
+        "reduced: MinAtar, 2M frames per run, 3 seeds",
+        "suites/impala_minatar/aggregate",
+        suite_aggregate,
+        pending=suite_pending,
     ),
     Study(
         "Scores",

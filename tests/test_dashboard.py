@@ -72,3 +72,33 @@ def test_a_study_without_files_is_not_run_yet(tmp_path):
     page = dashboard.render(tmp_path)
     assert page.count("| not run yet | — | — |") == len(dashboard.STUDIES)
     assert dashboard.IMPALA_MINATAR_NOTE in page  # Human notes survive whatever the files say.
+
+
+def test_suite_before_its_aggregate_counts_the_collected_jobs(tmp_path):
+    suite = tmp_path / "suites/impala_minatar"
+    write(suite / "suite.json", json.dumps({"games": ["minatar:breakout", "minatar:asterix"], "seeds": [0, 1]}))
+    for name, commit in (("breakout_s0", "e"), ("asterix_s1", "f")):
+        write(suite / name / "final.json", "{}")
+        write(suite / name / "provenance.json", record(commit * 40))
+    write(suite / "breakout_s1" / "config.json", "{}")  # Started elsewhere, not collected: not counted.
+    ours, paper, commits = dashboard.cells(study("suites/impala_minatar/aggregate"), tmp_path)
+    assert ours == "aggregate not written yet: 2 of 4 jobs collected (asterix_s1, breakout_s0)"
+    assert (paper, commits) == ("", "runs: `fffffff`, `eeeeeee`")
+
+
+def test_suite_headline_is_the_aggregates_with_their_intervals(tmp_path):
+    suite = tmp_path / "suites/impala_minatar"
+    write(
+        suite / "aggregate.csv",
+        "statistic,value,ci_low,ci_high\nmedian,1.2,0.9,1.5\nmean,1.456,1.0,1.9\niqm,1.3,1.1,1.6\n"
+        "mean_capped,1.0,1.0,1.0\n",
+    )
+    write(suite / "per_game.csv", "game,seed\nbreakout,0\nbreakout,1\nasterix,0\nasterix,1\n")
+    write(suite / "aggregate.provenance.json", record("a" * 40, run_provenance={"breakout_s0": {"commit": "b" * 40}}))
+    ours, paper, commits = dashboard.cells(study("suites/impala_minatar/aggregate"), tmp_path)
+    assert ours == (
+        "iqm 1.30 [1.10, 1.60]; median 1.20 [0.90, 1.50]; mean 1.46 [1.00, 1.90] (4 runs, seeds 0, 1; "
+        "1.00 = Young & Tian's DQN at 5M frames)"
+    )
+    assert paper == "Young & Tian's DQN at 5M frames: 1.00 by definition"
+    assert commits == "runs: `bbbbbbb`; assembled: `aaaaaaa`"
