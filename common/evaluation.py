@@ -31,15 +31,22 @@ from common.errors import UsageError
 
 
 class Policy(Protocol):
-    def reset(self) -> None:
-        """A new episode begins."""
+    def reset(self, num_envs: int) -> None:
+        """Play begins in `num_envs` envs, each at the start of an episode."""
 
-    def __call__(self, observation: np.ndarray) -> int:
-        """The action for one observation."""
+    def __call__(self, observations: np.ndarray, first: np.ndarray) -> np.ndarray:
+        """[N] actions for [N, ...] observations; first[i]: env i's observation begins an episode."""
+
+
+# Envs played at once: one batched policy call per step instead of one per env and step.
+EVAL_ENVS = 16
 
 
 def define_flags(default_episodes: int, source: str) -> None:
     flags.DEFINE_integer("episodes", default_episodes, f"Evaluation episodes ({source}).")
+    flags.DEFINE_integer(
+        "envs", EVAL_ENVS, "Envs played at once; each plays a share of the episodes fixed before play begins."
+    )
     flags.DEFINE_integer("seed", 1, "Seed of the evaluation env and the policy's random choices.")
     flags.DEFINE_float("log_every_s", 10.0, "Seconds between progress lines.")
 
@@ -48,11 +55,14 @@ def define_flags(default_episodes: int, source: str) -> None:
 SCORE_PROTOCOLS = {"dmlab": "dmlab30"}
 
 
-def evaluation_env(config: Any, seed: int, task: str | None = None):
+def evaluation_env(config: Any, seed: int, task: str | None = None, num_envs: int | None = None):
     """The run's env (or its `task`, in a multi-task run) as scored, with the options the
-    evaluation protocol fixes at the papers' values."""
+    evaluation protocol fixes at the papers' values; `num_envs` of them stepped together if given."""
     spec = envs.scored(config.env if task is None else envs.task_spec(config.env, task))
-    return envs.make(spec, seed=seed, **envs.evaluation_options(spec, config.env_options))
+    options = envs.evaluation_options(spec, config.env_options)
+    if num_envs is None:
+        return envs.make(spec, seed=seed, **options)
+    return envs.make_batched(spec, num_envs, seed=seed, **options)
 
 
 def restore(
@@ -76,28 +86,59 @@ def restore(
     return config, network, int(learner.steps.numpy())
 
 
+def shares(episodes: int, num_envs: int) -> np.ndarray:
+    """[N] episodes each env plays: `episodes` split as evenly as it goes over N = min(num_envs, episodes).
+
+    Fixed before play, because counting whichever episodes end first would
+    favour short episodes, i.e. (in most games) bad ones.
+    """
+    n = min(num_envs, episodes)
+    counts = np.full(n, episodes // n)
+    counts[: episodes % n] += 1
+    return counts
+
+
 def play(
-    config: Any, policy: Policy, episodes: int, seed: int, log_every_s: float, task: str | None = None
-) -> list[float]:
-    """Undiscounted returns of `episodes` full episodes (of `task`, in a multi-task run), with progress lines."""
-    env = evaluation_env(config, seed, task)
-    returns, start, last_line = [], time.monotonic(), time.monotonic()
-    for _ in range(episodes):
-        observation, _ = env.reset()
-        policy.reset()
-        total, done = 0.0, False
-        while not done:
-            observation, reward, terminated, truncated, _ = env.step(policy(observation))
-            total += reward
-            done = terminated or truncated
-        returns.append(total)
-        if time.monotonic() - last_line >= log_every_s or len(returns) == episodes:
-            last_line = time.monotonic()
-            eta = (last_line - start) / len(returns) * (episodes - len(returns))
-            print(f"episodes {len(returns)}/{episodes} | mean return {np.mean(returns):.2f} | "
-                  f"ETA {run_dir.duration(eta)}", flush=True)  # fmt: skip
-    env.close()
-    return returns
+    config: Any, policy: Policy, episodes: int, seed: int, log_every_s: float, task: str | None = None,
+    num_envs: int = EVAL_ENVS,
+) -> list[float]:  # fmt: skip
+    """Undiscounted returns of `episodes` full episodes (of `task`, in a multi-task run), with progress lines.
+
+    Up to `num_envs` envs play at once (the batch env resets an env in the
+    step its episode ends), env i its `shares` of the episodes; the returns
+    are listed env by env, each env's in the order played.
+    """
+    quota = shares(episodes, num_envs)
+    batch = evaluation_env(config, seed, task, num_envs=len(quota))
+    observations, _ = batch.reset()
+    policy.reset(len(quota))
+    first = np.ones(len(quota), bool)
+    totals, returns = np.zeros(len(quota)), [[] for _ in quota]
+    played, start = 0, time.monotonic()
+    last_line = start
+    while played < episodes:
+        observations, rewards, terminated, truncated, _ = batch.step(policy(observations, first))
+        totals += rewards
+        first = terminated | truncated
+        for i in np.flatnonzero(first):
+            if len(returns[i]) < quota[i]:
+                returns[i].append(float(totals[i]))
+                played += 1
+                if time.monotonic() - last_line >= log_every_s or played == episodes:
+                    last_line = _progress(returns, episodes, start)
+            totals[i] = 0.0
+    batch.close()
+    return [r for env_returns in returns for r in env_returns]
+
+
+def _progress(returns: list[list[float]], episodes: int, start: float) -> float:
+    """Prints episodes played, their mean return and the ETA; the time it printed."""
+    played = [r for env_returns in returns for r in env_returns]
+    now = time.monotonic()
+    eta = (now - start) / len(played) * (episodes - len(played))
+    print(f"episodes {len(played)}/{episodes} | mean return {np.mean(played):.2f} | "
+          f"ETA {run_dir.duration(eta)}", flush=True)  # fmt: skip
+    return now
 
 
 def report(
@@ -123,12 +164,14 @@ def report(
     return result
 
 
-def play_suite(config: Any, policy: Policy, episodes: int, seed: int, log_every_s: float) -> dict[str, list[float]]:
+def play_suite(
+    config: Any, policy: Policy, episodes: int, seed: int, log_every_s: float, num_envs: int = EVAL_ENVS
+) -> dict[str, list[float]]:
     """`{level: returns}`: `episodes` episodes of each level of a multi-task run, each played as scored."""
     returns = {}
     for task in envs.tasks(config.env):
         print(f"evaluating {envs.scored(envs.task_spec(config.env, task))}", flush=True)
-        returns[task] = play(config, policy, episodes, seed, log_every_s, task)
+        returns[task] = play(config, policy, episodes, seed, log_every_s, task, num_envs)
     return returns
 
 
@@ -169,10 +212,12 @@ def report_suite(
     return result
 
 
-def run_directory(argv: list[str], module: str, episodes: int) -> pathlib.Path:
+def run_directory(argv: list[str], module: str, episodes: int, num_envs: int = EVAL_ENVS) -> pathlib.Path:
     """The one positional argument, RUN_DIR, after checking the flags' values."""
     if len(argv) != 2:
         raise UsageError(f"expected one run directory: python -m {module} RUN_DIR")
     if episodes < 1:
         raise UsageError(f"--episodes={episodes}: must be >= 1")
+    if num_envs < 1:
+        raise UsageError(f"--envs={num_envs}: must be >= 1")
     return pathlib.Path(argv[1])

@@ -147,14 +147,20 @@ class Sampling:
         self._step = tf.function(network.step, jit_compile=networks.xla_compiles_network(config.xla))
         self._rng = np.random.default_rng(seed)
 
-    def reset(self) -> None:
-        self._state, self._first = self._network.initial_state(1), True
+    def reset(self, num_envs: int) -> None:
+        self._state = self._network.initial_state(num_envs)
 
-    def __call__(self, observation: np.ndarray) -> int:
-        output, self._state = self._step(observation[None], tf.constant([self._first]), self._state)
-        self._first = False
-        probs = tf.nn.softmax(output.policy_logits[0]).numpy().astype(np.float64)
-        return int(self._rng.choice(len(probs), p=probs / probs.sum()))
+    def __call__(self, observations: np.ndarray, first: np.ndarray) -> np.ndarray:
+        output, self._state = self._step(observations, tf.constant(first), self._state)
+        return categorical(tf.nn.softmax(output.policy_logits).numpy().astype(np.float64), self._rng)
+
+
+def categorical(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """[B] actions a_i ~ probs[i] ([B, A], rows summing to 1 up to rounding), by inverse CDF:
+    a_i = #{a : sum_{b <= a} probs[i, b] < u_i}, u_i uniform on [0, the row's sum)."""
+    cdf = probs.cumsum(axis=1)
+    u = rng.random((len(probs), 1)) * cdf[:, -1:]
+    return np.minimum((cdf < u).sum(axis=1), probs.shape[1] - 1)
 
 
 def evaluate(argv: list[str], module: str, config_class: type, values: Any) -> None:
@@ -162,13 +168,13 @@ def evaluate(argv: list[str], module: str, config_class: type, values: Any) -> N
 
     `values`: the entry point's flags from `common.evaluation.define_flags`.
     """
-    directory = evaluation.run_directory(argv, module, values.episodes)
+    directory = evaluation.run_directory(argv, module, values.episodes, values.envs)
     config, network, step = evaluation.restore(directory, config_class, make_network)
     start = time.time()
     policy = Sampling(config, network, values.seed)
     if envs.is_suite(config.env):  # Every level of the suite, scored as its test level (IMPALA §5.3, App. B).
-        returns = evaluation.play_suite(config, policy, values.episodes, values.seed, values.log_every_s)
+        returns = evaluation.play_suite(config, policy, values.episodes, values.seed, values.log_every_s, values.envs)
         evaluation.report_suite(directory, config, step, returns, values.seed, time.time() - start)
         return
-    returns = evaluation.play(config, policy, values.episodes, values.seed, values.log_every_s)
+    returns = evaluation.play(config, policy, values.episodes, values.seed, values.log_every_s, num_envs=values.envs)
     evaluation.report(directory, config, step, returns, values.seed, time.time() - start, "atari_noop")

@@ -40,20 +40,21 @@ class EpsilonGreedy:
         self._epsilon, self._num_actions = epsilon, network.num_actions
         self._rng = np.random.default_rng(seed)
 
-    def reset(self) -> None:
+    def reset(self, num_envs: int) -> None:
         """Epsilon-greedy has no state to reset."""
 
-    def __call__(self, observation: np.ndarray) -> int:
-        explore, uniform = self._rng.random() < self._epsilon, int(self._rng.integers(self._num_actions))
-        return uniform if explore else int(self._greedy(observation[None])[0])
+    def __call__(self, observations: np.ndarray, first: np.ndarray) -> np.ndarray:
+        explore = self._rng.random(len(observations)) < self._epsilon
+        uniform = self._rng.integers(self._num_actions, size=len(observations))
+        return np.where(explore, uniform, self._greedy(observations).numpy())
 
 
 def main(argv: list[str]) -> None:
-    directory = evaluation.run_directory(argv, "per.evaluate", FLAGS.episodes)
+    directory = evaluation.run_directory(argv, "per.evaluate", FLAGS.episodes, FLAGS.envs)
     config, network, step = evaluation.restore(directory, PerConfig, make_network)
     start = time.time()
     policy = EpsilonGreedy(network, config.eval_epsilon, FLAGS.seed)
-    returns = evaluation.play(config, policy, FLAGS.episodes, FLAGS.seed, FLAGS.log_every_s)
+    returns = evaluation.play(config, policy, FLAGS.episodes, FLAGS.seed, FLAGS.log_every_s, num_envs=FLAGS.envs)
     # PER reports human-starts scores; its starts are not public, so ours are no-op starts.
     extra = {"epsilon": config.eval_epsilon, "start_protocol": "no-op starts (PER used human starts)"}
     evaluation.report(directory, config, step, returns, FLAGS.seed, time.time() - start, "atari_human_starts", extra)

@@ -1,0 +1,79 @@
+"""Batched evaluation (`common.evaluation.play`): the same episodes as envs played one by one, no bias
+toward short episodes, and the policies' batched actions (no training)."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+from common import envs, evaluation
+from impala import agent as impala_agent
+from per import evaluate as per_evaluate
+
+CATCH = types.SimpleNamespace(env="toy:catch", env_options=())
+
+
+class Fixed:
+    """A deterministic policy that depends on the observation (so the returns vary): an action from the
+    positions of its lit cells."""
+
+    def reset(self, num_envs: int) -> None:
+        """Stateless."""
+
+    def __call__(self, observations: np.ndarray, first: np.ndarray) -> np.ndarray:
+        return np.array([int(np.flatnonzero(o.ravel()).sum()) % 3 for o in observations])
+
+
+def one_by_one(seed: int, quota: np.ndarray) -> list[float]:
+    """Env i built and reset as the batch env does (seed + i), playing its quota alone, one step at a time."""
+    returns = []
+    for i, count in enumerate(quota):
+        env, policy = envs.make(CATCH.env, seed=seed + i), Fixed()
+        observation, _ = env.reset(seed=seed + i)
+        for _ in range(count):
+            policy.reset(1)
+            total, first, done = 0.0, np.ones(1, bool), False
+            while not done:
+                observation, reward, terminated, truncated, _ = env.step(int(policy(observation[None], first)[0]))
+                total, first, done = total + reward, np.zeros(1, bool), terminated or truncated
+            returns.append(total)
+            observation, _ = env.reset()
+    return returns
+
+
+@pytest.mark.parametrize("episodes, num_envs, expected", [(5, 3, [2, 2, 1]), (2, 16, [1, 1]), (32, 16, [2] * 16)])
+def test_shares_split_the_episodes_before_play(episodes, num_envs, expected):
+    assert evaluation.shares(episodes, num_envs).tolist() == expected
+
+
+@pytest.mark.parametrize("episodes, num_envs", [(7, 3), (4, 1), (3, 8)])
+def test_batched_play_returns_each_envs_own_episodes(episodes, num_envs):
+    returns = evaluation.play(CATCH, Fixed(), episodes, seed=5, log_every_s=60.0, num_envs=num_envs)
+    assert returns == one_by_one(5, evaluation.shares(episodes, num_envs))
+    assert len(set(returns)) > 1  # Catch's ball falls in different columns: a comparison that can differ.
+
+
+def test_impala_categorical_draws_follow_pi():
+    """50,000 draws per row against pi: each frequency within 5 standard errors."""
+    pi = np.array([[0.1, 0.2, 0.7, 0.0], [0.25, 0.25, 0.25, 0.25]])
+    draws = np.stack([impala_agent.categorical(pi, np.random.default_rng(seed)) for seed in range(50_000)])
+    for row in range(len(pi)):
+        frequencies = np.bincount(draws[:, row], minlength=pi.shape[1]) / len(draws)
+        stderr = np.sqrt(pi[row] * (1 - pi[row]) / len(draws))
+        assert np.all(np.abs(frequencies - pi[row]) <= 5 * stderr + 1e-12)
+
+
+def test_per_epsilon_greedy_explores_epsilon_of_the_time_per_env():
+    class Network:
+        num_actions = 4
+
+        def __call__(self, observations):
+            return np.tile([0.0, 0.0, 1.0, 0.0], (len(observations), 1)).astype(np.float32)
+
+    policy = per_evaluate.EpsilonGreedy(Network(), epsilon=0.2, seed=0)
+    policy.reset(1000)
+    actions = np.concatenate([policy(np.zeros((1000, 1), np.float32), np.zeros(1000, bool)) for _ in range(20)])
+    # Greedy action 2 unless exploring; exploring picks 2 a quarter of the time: P(not 2) = 0.2 * 3/4.
+    assert np.mean(actions != 2) == pytest.approx(0.15, abs=0.01)
