@@ -7,8 +7,9 @@ Three prioritized replays hold the same items, per table size:
 
 * `proportional`, `rank`: the agent's replay
   (`PrioritizedReplay.add_transition`: each frame stored once, in chunks of
-  `--chunk_length` steps, the agent's 32; PER's presets, alpha 0.6 and 0.7), on an
-  in-process Reverb server, as the agent runs it;
+  `--chunk_length` steps, the agent's 16; PER's presets, alpha 0.6 and 0.7), on an
+  in-process Reverb server, as the agent runs it: sampled by a Reverb sampler
+  kept open across samples, priorities set by `mutate_priorities`;
 * `cpprb`: cpprb's `PrioritizedReplayBuffer` (alpha 0.6), a
   C++ sum tree over preallocated NumPy arrays, S_{j-1} and S_j each stored
   whole: the in-process baseline the issue compares against.
@@ -21,18 +22,22 @@ errors. The replays take turns, `--rounds` times, so a slow spell on a shared
 machine hits all of them; each one's number is its median round.
 
 Per replay and size it reports: µs per sample+update and its ratio to cpprb
-(the issue's target: at most 3x at 10^5 items), inserts per second while
-filling, and memory per stored transition, as the process's resident memory
-growth (the Reverb server's chunks, items and indexes, or cpprb's arrays and
-trees): from before the replay was made to the full table (cpprb allocates
-its arrays when made), and over the fill's second half (marginal: Reverb's
-fixed costs paid); for cpprb also its arrays' bytes per item. With one frame
-per observation (MinAtar) a transition adds one frame, so these are also
-bytes per stored frame. Each size runs in its own process, so one size's
-freed memory does not hide the next one's growth. `--chunk_length` trades
-Reverb's memory for sampling time: to read an item, the sampler unpacks the
-chunks it references (measured: 32-step chunks cost more per sample than
-one-step ones). Without cpprb installed, Reverb alone is measured.
+(the issue's target: at most 3x at 10^5 items); the process's CPU time per
+sample+update (all its threads: for Reverb also the sampler's worker and
+the server's, whose work a wall-clock time on a busy machine hides or
+inflates); inserts per second while filling; and memory per stored
+transition, as the process's resident memory growth (the Reverb server's
+chunks, items and indexes, or cpprb's arrays and trees): from before the
+replay was made to the full table (cpprb allocates its arrays when made),
+and over the fill's second half (marginal: Reverb's fixed costs paid); for
+cpprb also its arrays' bytes per item. With one frame per observation
+(MinAtar) a transition adds one frame, so these are also bytes per stored
+frame. Each size runs in its own process, so one size's freed memory does
+not hide the next one's growth. `--chunk_length` trades Reverb's memory for
+sampling time: to read an item, the sampler decompresses every chunk it
+references, whole (measured: 16-step chunks cost less per sample than
+32-step ones, and more memory per frame; see `per.agent.CHUNK_LENGTH`).
+Without cpprb installed, Reverb alone is measured.
 
 Results: stdout and `--out`/replay.{csv,md} with `replay.provenance.json`.
 """
@@ -193,21 +198,28 @@ def fill(make: Callable[[], Replay], transitions: list[Transition], size: int) -
     return buffer, Fill(size / seconds, (rss[1] - before) / size, (rss[1] - rss[0]) / (size - size // 2))
 
 
-def time_rounds(buffers: dict[str, Replay], iterations: int, rounds: int, batch_size: int) -> dict[str, float]:
+class Timing(NamedTuple):
+    wall_us: float  # Median over rounds of the wall-clock µs per sample+update.
+    cpu_us: float  # The same in process CPU time, all threads.
+
+
+def time_rounds(buffers: dict[str, Replay], iterations: int, rounds: int, batch_size: int) -> dict[str, Timing]:
     """Median µs per sample+update of each replay, the replays taking turns each round."""
     rng = np.random.default_rng(0)
     per_round = max(iterations // rounds, 1)
-    micros: dict[str, list[float]] = {name: [] for name in buffers}
+    wall: dict[str, list[float]] = {name: [] for name in buffers}
+    cpu: dict[str, list[float]] = {name: [] for name in buffers}
     for buffer in buffers.values():
         for _ in range(WARMUP):
             buffer.sample_and_update(batch_size, rng)
     for _ in range(rounds):
         for name, buffer in buffers.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             for _ in range(per_round):
                 buffer.sample_and_update(batch_size, rng)
-            micros[name].append(1e6 * (time.perf_counter() - start) / per_round)
-    return {name: statistics.median(values) for name, values in micros.items()}
+            wall[name].append(1e6 * (time.perf_counter() - start) / per_round)
+            cpu[name].append(1e6 * (time.process_time() - start_cpu) / per_round)
+    return {name: Timing(statistics.median(wall[name]), statistics.median(cpu[name])) for name in buffers}
 
 
 def measure_size(
@@ -223,7 +235,8 @@ def measure_size(
     buffers, fills = {}, {}
     for name, make in makers.items():  # All stay alive until timed: no fill reuses another's freed memory.
         buffers[name], fills[name] = fill(make, transitions, size)
-    micros = time_rounds(buffers, iterations, rounds, batch_size)
+    timings = time_rounds(buffers, iterations, rounds, batch_size)
+    micros = {name: timing.wall_us for name, timing in timings.items()}
     rows = []
     for name, buffer in buffers.items():
         baseline = micros.get("cpprb")
@@ -235,6 +248,7 @@ def measure_size(
                 "us_per_iteration": round(micros[name], 1),
                 "rank_overhead_vs_proportional": round(micros["rank"] / micros["proportional"] - 1, 3),
                 "ratio_to_cpprb": round(micros[name] / baseline, 2) if baseline else "",
+                "cpu_us_per_iteration": round(timings[name].cpu_us, 1),
                 "rss_bytes_per_transition": round(fills[name].rss_bytes),
                 "rss_marginal_bytes_per_transition": round(fills[name].rss_marginal_bytes),
                 "array_bytes_per_transition": buffer.bytes_per_item() if isinstance(buffer, CpprbReplay) else "",
@@ -254,16 +268,17 @@ def markdown(rows: list[dict[str, Any]], env_spec: str, config: dict[str, Any], 
         "replays take turns. `RSS B`: resident memory growth per stored transition (one new frame each),",
         "from before the replay was made to the full table, and over the fill's second half (marginal).",
         f"`array B`: cpprb's preallocated arrays per item. Reverb's chunks hold {config['chunk_length']} steps.",
+        "`CPU µs`: the process's CPU time per sample+update, all threads (Reverb's sampler and server included).",
         "",
-        "| items | replay | µs per sample+update | x cpprb | inserts/s | RSS B | RSS marginal B | array B |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| items | replay | µs per sample+update | x cpprb | CPU µs | inserts/s | RSS B | RSS marginal B | array B |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:
         ratio = f"{row['ratio_to_cpprb']:.2f}" if row["ratio_to_cpprb"] != "" else "n/a"
         array = f"{row['array_bytes_per_transition']:,}" if row["array_bytes_per_transition"] != "" else ""
         lines.append(
             f"| {row['items']:,} | {NAMES[row['variant']]} | {row['us_per_iteration']:.1f} | {ratio} "
-            f"| {row['insert_per_s']:,} | {row['rss_bytes_per_transition']:,} "
+            f"| {row['cpu_us_per_iteration']:.1f} | {row['insert_per_s']:,} | {row['rss_bytes_per_transition']:,} "
             f"| {row['rss_marginal_bytes_per_transition']:,} | {array} |"
         )
     lines.append("")

@@ -15,8 +15,9 @@ sample's `probability` and `table_size` (§3.4).
 Storage (issue #12): `add_transition` stores each env frame once, in a
 per-stream `TrajectoryWriter` history chunked over `chunk_length` steps so
 Reverb's compression works, and each transition item references the frames
-of S_{j-1} and S_j (see `TransitionWriter`); `add` stores any list of arrays
-as a one-step item.
+of S_{j-1} and S_j, one window of them (see `TransitionWriter`); `add`
+stores any list of arrays as a one-step item. Sampling (issue #13) keeps one
+Reverb sampler open per batch size (see `PrioritizedReplay`).
 
 Updating an item that the FIFO remover already evicted is a no-op: the
 client drops it (its |delta| neither raises the tracked maximum nor enters the
@@ -37,11 +38,11 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import sys
+import threading
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 import reverb
-import tensorflow as tf
 from reverb import trajectory_writer
 
 from common.errors import UsageError, choice_error
@@ -50,6 +51,9 @@ from per import priorities
 VARIANTS = ("proportional", "rank", "uniform")
 # The id of an item whose writer does not know its insertion index (an actor process, one writer of many).
 UNKNOWN_INSERTION = -1
+# A sampled item starts with Reverb's SampleInfo: key, probability, table_size, priority, times_sampled.
+SAMPLE_INFO = 5
+UNLIMITED = -1  # A sampler's max_samples: draw until closed.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,18 +182,19 @@ class TransitionWriter:
     (exact for each). Both columns are chunked over `chunk_length` steps, so
     Reverb compresses a chunk of frames, not one frame (issue #12).
 
-    An item has three columns, because each column costs every item about
-    200 bytes of server memory (measured, `per.benchmark_memory`): `step`,
-    and `observation` and `next_observation`, the references to the k
-    frames of S_{j-1} and of S_j. (One column cannot hold both stacks: Reverb
-    rejects a column that references a frame twice.) When S_j continues
-    S_{j-1} (S_j[:-1] == S_{j-1}[1:]: every step of a game, life losses
-    included) only S_j's newest frame is written, and the two stacks share
-    k - 1 frames: a window of k + 1. Any other S_j (the first step; a new
-    game the env reset itself to, whose stack holds what the env put there)
-    is written whole, so no stack mixes frames of two games. An S_{j-1} that
-    is not the stream's last S_j (a caller that skipped steps) is written
-    whole too: an item always returns the arrays it was given.
+    An item has two columns, because each column costs every item about
+    200 bytes of server memory (measured, `per.benchmark_memory`) and a
+    sampler decompresses each column's chunks on its own (issue #13): `step`,
+    and `window`, the references to the frames of S_{j-1} followed by the
+    frames S_j adds. S_{j-1} is the window's first k frames and S_j its last
+    k. When S_j continues S_{j-1} (S_j[:-1] == S_{j-1}[1:]: every step of a
+    game, life losses included) only S_j's newest frame is written, and the
+    window holds k + 1 frames. Any other S_j (the first step; a new game the
+    env reset itself to, whose stack holds what the env put there) is written
+    whole, a window of 2k, so no stack mixes frames of two games. An S_{j-1}
+    that is not the stream's last S_j (a caller that skipped steps) is
+    written whole too: an item always returns the arrays it was given. (No
+    window references a frame twice, which Reverb would reject.)
     """
 
     def __init__(self, client: reverb.Client, table_name: str, frame_stack: int, chunk_length: int):
@@ -203,19 +208,25 @@ class TransitionWriter:
         self._writers: dict[int, reverb.TrajectoryWriter] = {}
         self._last: dict[int, tuple[np.ndarray, list]] = {}  # stream -> (S_j, its k frame references)
 
-    @staticmethod
-    def specs(observation: np.ndarray) -> list[tf.TensorSpec]:
-        """An item's columns, [step, observation, next_observation], as a `TrajectoryDataset` returns them."""
-        observation = np.asarray(observation)
-        state = tf.TensorSpec(observation.shape, tf.as_dtype(observation.dtype))
-        return [tf.TensorSpec([4], tf.float64), state, state]
-
-    @staticmethod
-    def unpack(columns: Sequence[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
-        """A batch of items' columns -> ([B] ids, the five fields of the transitions, each [B, ...])."""
-        step, observation, next_observation = columns
+    def unpack(self, items: Sequence[Sequence[np.ndarray]]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Sampled items' columns -> ([B] ids, the five fields of the transitions, each [B, ...])."""
+        step = np.stack([columns[0] for columns in items])
+        states = [self._states(columns) for columns in items]
+        observation = np.stack([s for s, _ in states])
+        next_observation = np.stack([s for _, s in states])
         fields = [step[:, 1].astype(np.int32), step[:, 2].astype(np.float32), step[:, 3].astype(np.float32)]
         return step[:, 0].astype(np.int64), [observation, *fields, next_observation]
+
+    def _states(self, columns: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """An item's S_{j-1} and S_j: the ends of its window.
+
+        An item written before issue #13, which a replay checkpoint made then
+        holds, has three columns instead: step, S_{j-1} and S_j.
+        """
+        if len(columns) == 3:
+            return columns[1], columns[2]
+        window, k = columns[1], self.frame_stack
+        return (window[0], window[-1]) if k == 1 else (window[:k], window[-k:])
 
     def add(self, stream: int, transition: Sequence[Any], item_id: int, priority: float) -> None:
         """Writes transition j of `stream` (its new frames only) and creates its item."""
@@ -229,13 +240,14 @@ class TransitionWriter:
         frames = self._frames(next_observation)
         step = np.array([item_id, action, reward, terminal], np.float64)
         if np.array_equal(frames[:-1], self._frames(observation)[1:]):
-            next_state = [*state[1:], self._append(writer, frames[-1], step)]
+            new = [self._append(writer, frames[-1], step)]
+            next_state = [*state[1:], *new]
         else:
-            next_state = [self._append(writer, frame) for frame in frames[:-1]]
-            next_state.append(self._append(writer, frames[-1], step))
-        writer.create_item(
-            self.table_name, priority, [writer.history["step"][-1], self._column(state), self._column(next_state)]
-        )
+            new = [self._append(writer, frame) for frame in frames[:-1]]
+            new.append(self._append(writer, frames[-1], step))
+            next_state = new
+        window = trajectory_writer.TrajectoryColumn([*state, *new])
+        writer.create_item(self.table_name, priority, [writer.history["step"][-1], window])
         self._last[stream] = (np.array(next_observation), next_state)  # A copy: envs may reuse buffers.
 
     def flush(self) -> None:
@@ -253,10 +265,6 @@ class TransitionWriter:
         state = np.asarray(state)
         return state if self.frame_stack > 1 else state[None]
 
-    def _column(self, references: list) -> trajectory_writer.TrajectoryColumn:
-        """A stack's frames, [k, *frame]; for k = 1 the frame itself."""
-        return trajectory_writer.TrajectoryColumn(references, squeeze=self.frame_stack == 1)
-
     def _writer(self, stream: int) -> reverb.TrajectoryWriter:
         if stream not in self._writers:
             writer = self.client.trajectory_writer(num_keep_alive_refs=self._keep_alive)
@@ -273,32 +281,65 @@ class TransitionWriter:
         return reference
 
 
+def _draw(sampler: Any, batch_size: int) -> list[list[np.ndarray]]:
+    """`batch_size` items, each [key, probability, table_size, priority, times_sampled, *its columns]."""
+    return [sampler.GetNextTrajectory() for _ in range(batch_size)]
+
+
+class _Draw:
+    """A batch drawn in a daemon thread, so that its caller can stop waiting for it."""
+
+    def __init__(self, sampler: Any, batch_size: int):
+        self._done = threading.Event()
+        self._items: list[list[np.ndarray]] | None = None
+        self._error: Exception | None = None
+        threading.Thread(target=self._run, args=(sampler, batch_size), daemon=True).start()
+
+    def _run(self, sampler: Any, batch_size: int) -> None:
+        try:
+            self._items = _draw(sampler, batch_size)
+        except Exception as error:  # Raised in the caller's thread, by `result`.
+            self._error = error
+        self._done.set()
+
+    def result(self, timeout_s: float) -> list[list[np.ndarray]] | None:
+        """The batch; None if it is not complete within `timeout_s`."""
+        if not self._done.wait(timeout_s):
+            return None
+        if self._error is not None:
+            raise self._error
+        return self._items
+
+
 class PrioritizedReplay:
     """Insert, sample with IS weights, and update priorities of one Reverb table.
 
     Items are written with `TrajectoryWriter`s, flushed every `flush_every`
-    inserts, and sampled through a `TrajectoryDataset` whose spec is taken from
-    the first item added. A sample flushes first, so it can draw every item
-    added, unless at most `max_unseen` items wait unflushed: a caller whose
-    rate limiter tolerates the sampler missing that many of the newest items
-    (the agent) sets it, so that flushes do not cut the chunks short. The
-    first sample always flushes (the table must reach its minimum size).
+    inserts, and sampled by one Reverb sampler per batch size, kept open
+    across calls and returning numpy arrays (issue #13: a `TrajectoryDataset`
+    read through tf.data cost about twice the time per batch). A sample
+    flushes first, so it can draw every item added, unless at most
+    `max_unseen` items wait unflushed: a caller whose rate limiter tolerates
+    the sampler missing that many of the newest items (the agent) sets it,
+    so that flushes do not cut the chunks short. The first sample always
+    flushes (the table must reach its minimum size).
 
-    One sampling worker keeps at most one batch in flight and tf.data adds no
-    prefetch, so a sample may predate the previous batch's priority update by
-    one batch, as in Acme's prioritized DQN, and the rate limiter never counts
-    more than a batch of samples the learner has not taken. (With tf.data's
-    injected prefetch, measured: 16 batches drawn ahead, and all of them lost,
-    yet counted, in a checkpoint, which left a resumed run no slack for
-    unflushed transitions.) Call `close` before its server stops.
+    The sampler keeps at most one batch in flight (Reverb draws the next
+    batch as this one is taken), so a sample may predate the previous
+    batch's priority update by one batch, as in Acme's prioritized DQN, and
+    the rate limiter never counts more than a batch of samples the learner
+    has not taken, which a checkpoint loses. Call `close` before its server
+    stops.
 
     With other writers (actor processes, Ape-X style): a writer that is not
     the table's only one (`sole_writer=False`) ids its items
     `UNKNOWN_INSERTION`; the sampling client, which writes nothing, learns the
     item layout from `expect_transitions`, counts the table's inserts with
     `count_inserts`, and with `sample_timeout_ms` >= 0 gets None from a
-    `sample` the rate limiter held back that long (the batch's partial draws
-    are lost), so its caller can look up from a stalled replay.
+    `sample` whose batch is not complete that long (the rate limiter holds it
+    back), so its caller can look up from a stalled replay. The batch goes on
+    being drawn, in a daemon thread (Reverb's Python sampler has no timeout),
+    and the next `sample` of that size takes it: no draw is lost.
     """
 
     def __init__(
@@ -323,17 +364,17 @@ class PrioritizedReplay:
         self._rank = RankTracker(config.alpha, config.capacity) if config.variant == "rank" else None
         self._writer = None  # `add`'s.
         self._transitions = TransitionWriter(client, table_name, frame_stack, chunk_length)
-        self._specs: list[tf.TensorSpec] = []
-        self._iterators: dict[int, Any] = {}
+        self._observation: tuple[tuple[int, ...], np.dtype] | None = None  # Of `add_transition`'s items.
+        self._samplers: dict[int, Any] = {}  # Batch size -> Reverb's sampler.
+        self._draws: dict[int, _Draw] = {}  # Batch size -> the draw a timed-out `sample` left.
         self._inserted_at: dict[int, int] = {}
 
     def add(self, data: Sequence[Any]) -> None:
         """Stores one item (a list of arrays, each in a one-step chunk) at the maximal priority."""
         row = [np.int64(self.inserted), *(np.asarray(x) for x in data)]
         if self._writer is None:
-            self._check_one_layout(bool(self._specs))
+            self._check_one_layout(self._observation is not None)
             self._writer = self.client.trajectory_writer(num_keep_alive_refs=1)
-            self._specs = [tf.TensorSpec([1, *x.shape], tf.as_dtype(x.dtype)) for x in row]
         self._writer.append(row)
         self._writer.create_item(
             self.table_name, self._new_priority(), [column[-1:] for column in self._writer.history]
@@ -347,7 +388,7 @@ class PrioritizedReplay:
         `TransitionWriter`); samples return the fields as given.
         """
         self._check_one_layout(self._writer is not None)
-        if not self._specs:
+        if self._observation is None:
             self.expect_transitions(transition[0])
         item_id = self.inserted if self._sole_writer else UNKNOWN_INSERTION
         self._transitions.add(stream, transition, item_id, self._new_priority())
@@ -355,7 +396,8 @@ class PrioritizedReplay:
 
     def expect_transitions(self, observation: np.ndarray) -> None:
         """Samples `add_transition`'s items, with observations like `observation`, whoever writes them."""
-        self._specs = self._transitions.specs(observation)
+        observation = np.asarray(observation)
+        self._observation = observation.shape, observation.dtype
 
     def count_inserts(self, n: int) -> None:
         """`n` items other clients inserted (actor processes, counted from the table): they age the items."""
@@ -384,40 +426,54 @@ class PrioritizedReplay:
         self._unflushed = 0
 
     def sample(self, batch_size: int, beta: float) -> Batch | None:
-        """k items with P(i) and IS weights; None if the rate limiter held the sample back `sample_timeout_ms`."""
-        if batch_size not in self._iterators or self._unflushed > self._max_unseen:
+        """k items with P(i) and IS weights; None if the batch was not complete within `sample_timeout_ms`."""
+        if batch_size not in self._samplers or self._unflushed > self._max_unseen:
             self.flush()
-        if batch_size not in self._iterators:
-            dataset = reverb.TrajectoryDataset(
-                self.client.server_address, self.table_name,
-                dtypes=[s.dtype for s in self._specs], shapes=[s.shape for s in self._specs],
-                max_in_flight_samples_per_worker=batch_size, num_workers_per_iterator=1,
-                rate_limiter_timeout_ms=self._sample_timeout_ms,
-            )  # fmt: skip
-            options = tf.data.Options()
-            options.experimental_optimization.inject_prefetch = False  # tf.data's own, autotuned to 16 batches.
-            batches = dataset.batch(batch_size, drop_remainder=True)  # A timeout ends the dataset mid-batch.
-            self._iterators[batch_size] = iter(batches.with_options(options))
-        sample = next(self._iterators[batch_size], None)
-        if sample is None:  # Timed out: the dataset has ended; the next call starts another.
-            del self._iterators[batch_size]
+        items = self._take(batch_size)
+        if items is None:
             return None
-        info = {name: getattr(sample.info, name).numpy() for name in ("key", "probability", "table_size", "priority")}
-        columns = [column.numpy() for column in sample.data]
+        _, probability, table_size, priority = items[0][:4]  # The first item's, as the IS weights take them.
+        keys = np.fromiter((item[0] for item in items), np.uint64, batch_size)
+        probabilities = np.fromiter((item[1] for item in items), np.float64, batch_size)
+        columns = [item[SAMPLE_INFO:] for item in items]
         if self._writer is None:
             ids, data = self._transitions.unpack(columns)
+            self._check_observations(data[0])
         else:  # `add`'s items: every column has a leading step axis of 1.
-            ids, *data = (column[:, 0] for column in columns)
+            ids, *data = (np.stack(column)[:, 0] for column in zip(*columns))
         self._inserted_at = {
             key: item if item != UNKNOWN_INSERTION else self._first_sampled(key)
-            for key, item in zip(info["key"].tolist(), ids.tolist())
+            for key, item in zip(keys.tolist(), ids.tolist())
         }
-        table_size = int(info["table_size"][0])
+        table_size = int(table_size)
         weights = priorities.importance_weights(
-            info["probability"], table_size, beta, self.config.weight_normalization,
-            self._min_probability(info["priority"][0], info["probability"][0], table_size),
+            probabilities, table_size, beta, self.config.weight_normalization,
+            self._min_probability(float(priority), float(probability), table_size),
         )  # fmt: skip
-        return Batch(info["key"], data, info["probability"], weights, table_size)
+        return Batch(keys, data, probabilities, weights, table_size)
+
+    def _take(self, batch_size: int) -> list[list[np.ndarray]] | None:
+        """A batch from the sampler for `batch_size`; None if not complete within `sample_timeout_ms`."""
+        if batch_size not in self._samplers:
+            # The pybind sampler that Reverb's own `Client.sample` opens per call; kept open here. At most
+            # `batch_size` items in flight: the next batch only.
+            self._samplers[batch_size] = self.client._client.NewSampler(self.table_name, UNLIMITED, batch_size)
+        if self._sample_timeout_ms < 0:
+            return _draw(self._samplers[batch_size], batch_size)
+        if batch_size not in self._draws:
+            self._draws[batch_size] = _Draw(self._samplers[batch_size], batch_size)
+        items = self._draws[batch_size].result(self._sample_timeout_ms / 1000)
+        if items is not None:
+            del self._draws[batch_size]
+        return items
+
+    def _check_observations(self, observation: np.ndarray) -> None:
+        """Sampled S_{j-1} against `expect_transitions`' (a table of another env's items, e.g. a checkpoint's)."""
+        if self._observation is not None and (observation.shape[1:], observation.dtype) != self._observation:
+            raise UsageError(
+                f"the replay table holds observations of shape {observation.shape[1:]} and dtype "
+                f"{observation.dtype}; this run's are {self._observation[0]}, {self._observation[1]}"
+            )
 
     def _first_sampled(self, key: int) -> int:
         """An `UNKNOWN_INSERTION` item's insertion index: the insert count when this client first sampled it.
@@ -430,8 +486,13 @@ class PrioritizedReplay:
         return known.get(key, self.inserted)
 
     def close(self) -> None:
-        """Stops sampling and writing (before the server stops)."""
-        self._iterators.clear()
+        """Stops sampling and writing (before the server stops).
+
+        A draw a timed-out `sample` left, that the rate limiter still holds
+        back, is abandoned: its daemon thread ends with the process.
+        """
+        self._samplers.clear()
+        self._draws.clear()
         if self._writer is not None:
             self._writer.close()
             self._writer = None

@@ -188,6 +188,32 @@ def test_reverb_rank_based_sampling_follows_ranks_with_the_default_rerank_interv
     assert_frequencies_match(sample_counts(buffer, n), expected_probabilities(config, td))
 
 
+def test_a_sampler_kept_open_across_samples_draws_p_alpha(make_replay):
+    """Many batches from one persistent sampler (the learner's use), not one large batch: still eq. 1."""
+    n, batch_size = 12, 32
+    config = replay.ReplayConfig(alpha=0.6, capacity=100)
+    server, buffer = make_replay(config)
+    fill(buffer, n)
+    td = np.random.default_rng(6).permutation(np.linspace(0.1, 3.0, n))
+    buffer.update(keys_by_item(buffer, n), td)
+    items = [buffer.sample(batch_size, beta=0.0).data[0][:, 0] for _ in range(DRAWS // batch_size)]
+    assert len(buffer._samplers) == 2  # keys_by_item's and this one's, each reused.
+    assert_frequencies_match(np.bincount(np.concatenate(items), minlength=n), expected_probabilities(config, td))
+
+
+def test_a_sample_predates_the_previous_batchs_update_by_at_most_one_batch(make_replay):
+    """The sampler may draw batch n+1 as batch n is taken, before its update; batch n+2 sees that update."""
+    n, batch_size = 8, 16
+    server, buffer = make_replay(replay.ReplayConfig(alpha=1.0, epsilon=0.0, capacity=100))
+    fill(buffer, n)
+    keys = keys_by_item(buffer, n)
+    buffer.sample(batch_size, beta=0.0)  # Batch n.
+    buffer.update(keys, np.eye(n)[0])  # Only item 0 keeps a priority: the others have P = 0.
+    buffer.sample(batch_size, beta=0.0)  # Batch n+1: the sampler's worker thread may have drawn it already.
+    for _ in range(3):
+        assert set(buffer.sample(batch_size, beta=0.0).data[0][:, 0].tolist()) == {0}
+
+
 @pytest.mark.parametrize("variant", ["proportional", "rank"])
 def test_reverb_is_weights_follow_the_priorities_set(variant, make_replay):
     n, beta = 20, 0.6

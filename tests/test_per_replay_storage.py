@@ -102,7 +102,7 @@ def test_sampled_atari_stacks_are_the_envs_own_across_life_losses_and_game_overs
     client, replays = servers(ATARI.replay_config)
     buffer = agent_lib.make_replay(ATARI, client)
     replays.append(buffer)
-    assert (agent_lib.frame_stack(ATARI), agent_lib.chunk_length(ATARI)) == (4, 32)
+    assert (agent_lib.frame_stack(ATARI), agent_lib.chunk_length(ATARI)) == (4, agent_lib.CHUNK_LENGTH)
     added = play(ATARI, buffer, steps=400)
     life_losses, game_overs = kinds(added)
     assert life_losses >= 4 and game_overs >= 2, (life_losses, game_overs)
@@ -170,7 +170,43 @@ def test_frames_survive_a_reverb_checkpoint(servers, tmp_path):
     assert_items_are_the_transitions(read_all(second, len(added) + 1), {**added, **more})
 
 
-@pytest.mark.parametrize("min_replay_size, update_period, chunk", [(160, 16, 1), (20, 2, 6), (500, 2, 32)])
+@pytest.mark.parametrize("frame_stack", [1, 4])
+def test_items_of_a_checkpoint_from_before_the_window_column_still_read(servers, frame_stack):
+    """Before issue #13 an item held S_{j-1} and S_j in two columns: a resumed replay samples them beside new items."""
+    config = replay.ReplayConfig(alpha=1.0, epsilon=0.0, capacity=100)
+    client, replays = servers(config)
+    buffer = replay.PrioritizedReplay(client, config, flush_every=3, frame_stack=frame_stack, chunk_length=3)
+    replays.append(buffer)
+    shape = [frame_stack, 2, 3] if frame_stack > 1 else [2, 3]
+    states = [np.full(shape, i, np.uint8) for i in range(9)]
+    transitions = [Transition(states[i], np.int32(i), np.float32(i), np.float32(0), states[i + 1]) for i in range(8)]
+    writer = client.trajectory_writer(num_keep_alive_refs=1)
+    for i, t in enumerate(transitions[:4]):  # The old layout: [step, S_{j-1}, S_j], one step each.
+        writer.append({"step": np.array([i, t.action, t.reward, t.terminal], np.float64),
+                       "observation": t.observation, "next_observation": t.next_observation})  # fmt: skip
+        writer.create_item("replay", 1.0, [writer.history[c][-1] for c in ("step", "observation", "next_observation")])
+    writer.flush()
+    writer.close()
+    buffer.count_inserts(4)
+    for t in transitions[4:]:
+        buffer.add_transition(t)
+    assert_items_are_the_transitions(read_all(buffer, 8), dict(enumerate(transitions)))
+
+
+def test_a_table_of_other_observations_is_refused(servers):
+    config = replay.ReplayConfig(capacity=100)
+    client, replays = servers(config)
+    buffer = replay.PrioritizedReplay(client, config, flush_every=1)
+    replays.append(buffer)
+    buffer.add_transition(
+        Transition(np.zeros(3, np.uint8), np.int32(0), np.float32(0), np.float32(0), np.ones(3, np.uint8))
+    )
+    buffer.expect_transitions(np.zeros([2, 3], np.uint8))  # Say, a checkpoint of another env's replay.
+    with pytest.raises(ValueError, match=r"shape \(3,\) and dtype uint8; this run's are \(2, 3\), uint8"):
+        buffer.sample(4, beta=0.0)
+
+
+@pytest.mark.parametrize("min_replay_size, update_period, chunk", [(160, 16, 1), (20, 2, 6), (500, 2, 16)])
 def test_chunks_shrink_to_what_the_rate_limiter_tolerates_and_the_loop_runs(min_replay_size, update_period, chunk):
     """Unflushed transitions hold samples back: chunks fit the limiter's tolerance; the sampler is a batch ahead."""
     config = dataclasses.replace(
