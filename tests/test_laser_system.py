@@ -17,6 +17,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+import usage_cases
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 TRAIN = [sys.executable, "-m", "laser.train"]
@@ -41,28 +42,52 @@ def snapshot(directory: pathlib.Path) -> dict[str, bytes]:
     return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize(
-    "overrides, fragment",
-    [
-        (["replay_fraction=-0.1"], "replay_fraction=-0.1: must be in [0, 1]"),
-        (["replay_fraction=1.5"], "replay_fraction=1.5: must be in [0, 1]"),
-        (["trust_region_threshold=-1"], "trust_region_threshold=-1"),
-        (["replay_capacity=117"], "fewer than a replay batch of 14"),  # 13 unrolls of 9 steps.
-        (["batch_size=8", "replay_fraction=0.96"], "rounds to 0 online and 8 replayed"),
-        (["replay_fraction=0.02"], "rounds to 16 online and 0 replayed"),
-        (["correction=none"], "with trust_region=True"),
-        (["min_replay_size=30000"], "exceeds replay_capacity=20000"),
-        (["min_replay_size=1000"], "exceed queue_size=64 unrolls"),
-        (["replay_priority=rank"], "unknown replay_priority 'rank'; accepted: uniform, critic_loss"),
-        (["importance_sampling_exponent=2"], "importance_sampling_exponent=2.0: must be in [0, 1]"),
-        (["recompute_replay_state=true"], "recompute_replay_state=True: there is no LSTM state"),
-    ],
-)
-def test_bad_input_is_one_line_and_exit_2(tmp_path, overrides, fragment):
-    flags = [f"--config_override={override}" for override in overrides]
-    result = run("--preset=toy_laser", f"--run_dir={tmp_path / 'run'}", *flags, timeout=120)
+BAD_OVERRIDES = [
+    (["replay_fraction=-0.1"], "replay_fraction=-0.1: must be in [0, 1]"),
+    (["replay_fraction=1.5"], "replay_fraction=1.5: must be in [0, 1]"),
+    (["trust_region_threshold=-1"], "trust_region_threshold=-1"),
+    (["replay_capacity=117"], "fewer than a replay batch of 14"),  # 13 unrolls of 9 steps.
+    (["batch_size=8", "replay_fraction=0.96"], "rounds to 0 online and 8 replayed"),
+    (["replay_fraction=0.02"], "rounds to 16 online and 0 replayed"),
+    (["correction=none"], "with trust_region=True"),
+    (["min_replay_size=30000"], "exceeds replay_capacity=20000"),
+    (["min_replay_size=1000"], "exceed queue_size=64 unrolls"),
+    (["replay_priority=rank"], "unknown replay_priority 'rank'; accepted: uniform, critic_loss"),
+    (["importance_sampling_exponent=2"], "importance_sampling_exponent=2.0: must be in [0, 1]"),
+    (["recompute_replay_state=true"], "recompute_replay_state=True: there is no LSTM state"),
+]
+# In a process of its own, as a user runs it; the others share one process (`in_one_process`).
+OWN_PROCESS = {("replay_fraction=-0.1",)}
+
+
+def override_flags(overrides) -> list[str]:
+    return [f"--config_override={override}" for override in overrides]
+
+
+@pytest.fixture(scope="module")
+def in_one_process(tmp_path_factory) -> dict[tuple[str, ...], tuple[usage_cases.Outcome, pathlib.Path]]:
+    """The bad-input cases not in OWN_PROCESS, through `laser.train`'s own `cli.run(main)`, in one process."""
+    cases = [tuple(overrides) for overrides, _ in BAD_OVERRIDES if tuple(overrides) not in OWN_PROCESS]
+    argvs = [tuple(override_flags(case)) for case in cases]
+    outcomes = usage_cases.run_cases("laser.train", argvs, tmp_path_factory.mktemp("bad_input"), ["--preset=toy_laser"])
+    return {case: outcomes[tuple(override_flags(case))] for case in cases}
+
+
+@pytest.mark.parametrize("overrides, fragment", BAD_OVERRIDES)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, in_one_process, overrides, fragment):
+    """One line naming the problem, exit status 2, no traceback, and no run directory.
+
+    The OWN_PROCESS case runs `python -m laser.train`; the others run through
+    the same `cli.run(main)` in one shared process (`usage_cases`), which
+    spares a TensorFlow import per case.
+    """
+    if tuple(overrides) in OWN_PROCESS:
+        run_dir = tmp_path / "run"
+        result = run("--preset=toy_laser", f"--run_dir={run_dir}", *override_flags(overrides), timeout=120)
+    else:
+        result, run_dir = in_one_process[tuple(overrides)]
     assert_one_line_error(result, fragment)
-    assert not (tmp_path / "run").exists()  # A refused start leaves nothing behind.
+    assert not run_dir.exists()  # A refused start leaves nothing behind.
 
 
 @pytest.fixture(scope="module")

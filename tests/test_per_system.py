@@ -19,6 +19,7 @@ import sys
 
 import pytest
 import reverb
+import usage_cases
 from test_impala_system import wait_for
 
 from common import config as config_lib
@@ -149,26 +150,46 @@ def test_an_actor_run_resumes_after_a_clean_stop(tmp_path):
     assert final["episodes"] == episode_rows(run_dir) > before["episodes"]
 
 
-@pytest.mark.parametrize(
-    "args, fragment",
-    [
-        (["--config_override=replay=sorted"], "unknown replay variant 'sorted'; accepted: proportional, rank"),
-        (["--config_override=alpha=-0.5"], "alpha=-0.5: must be >= 0"),
-        (["--config_override=beta0=1.5"], "beta0=1.5: must be in [0, 1]"),
-        (["--config_override=replay_capacity=16"], "replay_capacity=16 must hold at least batch_size=32"),
-        (["--config_override=replay_capacity=400"], "and min_replay_size=500 transitions"),
-        (["--preset=minatar_ddqn", "--env=atari:pong"], "network 'minatar' is the minatar network"),
-        (["--preset=atari_ddqn_prop", "--env=minatar:breakout"], "network 'nature_dqn' is the atari network"),
-        (["--config_override=network=nature_dqn"], "network 'nature_dqn' is the atari network"),
-        (["--config_override=min_replay_size=10", "--config_override=update_period=16"], "raise min_replay_size"),
-        (["--actors=-1"], "num_actors=-1: must be >= 0"),
-        (["--preset=atari_ddqn_sorted"], "value should be one of <atari_ddqn|atari_ddqn_rank"),
-    ],
-)
-def test_bad_input_is_one_line_exit_2_and_leaves_nothing(tmp_path, args, fragment):
-    result = run(f"--run_dir={tmp_path / 'run'}", *args, timeout=120)
+BAD_INPUT = [
+    (["--config_override=replay=sorted"], "unknown replay variant 'sorted'; accepted: proportional, rank"),
+    (["--config_override=alpha=-0.5"], "alpha=-0.5: must be >= 0"),
+    (["--config_override=beta0=1.5"], "beta0=1.5: must be in [0, 1]"),
+    (["--config_override=replay_capacity=16"], "replay_capacity=16 must hold at least batch_size=32"),
+    (["--config_override=replay_capacity=400"], "and min_replay_size=500 transitions"),
+    (["--preset=minatar_ddqn", "--env=atari:pong"], "network 'minatar' is the minatar network"),
+    (["--preset=atari_ddqn_prop", "--env=minatar:breakout"], "network 'nature_dqn' is the atari network"),
+    (["--config_override=network=nature_dqn"], "network 'nature_dqn' is the atari network"),
+    (["--config_override=min_replay_size=10", "--config_override=update_period=16"], "raise min_replay_size"),
+    (["--actors=-1"], "num_actors=-1: must be >= 0"),
+    (["--preset=atari_ddqn_sorted"], "value should be one of <atari_ddqn|atari_ddqn_rank"),
+]
+# Each in a process of its own, as a user runs it: a `UsageError` and the flag
+# parser's error. The others share one process (`in_one_process`).
+OWN_PROCESS = {("--config_override=replay=sorted",), ("--preset=atari_ddqn_sorted",)}
+
+
+@pytest.fixture(scope="module")
+def in_one_process(tmp_path_factory) -> dict[tuple[str, ...], tuple[usage_cases.Outcome, pathlib.Path]]:
+    """The bad-input cases not in OWN_PROCESS, through `per.train`'s own `cli.run(main)`, in one process."""
+    cases = [tuple(args) for args, _ in BAD_INPUT if tuple(args) not in OWN_PROCESS]
+    return usage_cases.run_cases("per.train", cases, tmp_path_factory.mktemp("bad_input"))
+
+
+@pytest.mark.parametrize("args, fragment", BAD_INPUT)
+def test_bad_input_is_one_line_exit_2_and_leaves_nothing(tmp_path, in_one_process, args, fragment):
+    """One line naming the problem, exit status 2, no traceback, and no run directory.
+
+    The OWN_PROCESS cases run `python -m per.train` each; the others run
+    through the same `cli.run(main)` in one shared process (`usage_cases`),
+    which spares a TensorFlow import per case.
+    """
+    if tuple(args) in OWN_PROCESS:
+        run_dir = tmp_path / "run"
+        result = run(f"--run_dir={run_dir}", *args, timeout=120)
+    else:
+        result, run_dir = in_one_process[tuple(args)]
     lines = [line for line in result.stderr.splitlines() if "error" in line]
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     assert len(lines) == 1 and fragment in lines[0], result.stderr
-    assert not (tmp_path / "run").exists()
+    assert not run_dir.exists()

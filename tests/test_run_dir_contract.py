@@ -16,13 +16,14 @@ import numpy as np
 import pytest
 import reverb
 import tensorflow as tf
+import usage_cases
 
 from common import envs
 from common.errors import UsageError
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 TRAIN = [sys.executable, "-m", "impala.train"]
-FRAMES = 20_000
+FRAMES = 10_000
 
 
 def run(*args, module=TRAIN, timeout=300):
@@ -67,21 +68,39 @@ def test_progress_lines_are_clean(finished_run):
         assert noise not in result.stdout + result.stderr
 
 
+CHANGED_EXPERIMENTS = [
+    (["--env=minatar:breakout"], "env"),
+    (["--config_override=learning_rate=0.1"], "learning_rate"),
+    (["--preset=minatar"], "env"),
+    (["--seed=4"], "seed"),
+]
+OWN_PROCESS = {("--env=minatar:breakout",)}  # As a user runs it; the others share one process.
+
+
+@pytest.fixture(scope="module")
+def resumed_in_one_process(finished_run, tmp_path_factory):
+    """The CHANGED_EXPERIMENTS not in OWN_PROCESS, each resuming a copy of the finished run, through
+    `impala.train`'s own `cli.run(main)` in one process (`usage_cases`): (outcome, copy) by case."""
+    cases = [tuple(args) for args, _ in CHANGED_EXPERIMENTS if tuple(args) not in OWN_PROCESS]
+    return usage_cases.run_cases(
+        "impala.train", [("--resume", *case) for case in cases], tmp_path_factory.mktemp("resumes"),
+        prepare=lambda run_dir: shutil.copytree(finished_run[0], run_dir),
+    )  # fmt: skip
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "args, field",
-    [
-        (["--env=minatar:breakout"], "env"),
-        (["--config_override=learning_rate=0.1"], "learning_rate"),
-        (["--preset=minatar"], "env"),
-        (["--seed=4"], "seed"),
-    ],
-)
-def test_resume_refuses_flags_that_change_the_experiment(copied_run, args, field):
-    before = snapshot(copied_run)
-    result = run(f"--run_dir={copied_run}", "--resume", *args)
+@pytest.mark.parametrize("args, field", CHANGED_EXPERIMENTS)
+def test_resume_refuses_flags_that_change_the_experiment(finished_run, resumed_in_one_process, tmp_path, args, field):
+    """A one-line refusal that changes nothing; OWN_PROCESS runs `python -m impala.train`, the others run
+    through the same `cli.run(main)` in one shared process, sparing a TensorFlow import per case."""
+    if tuple(args) in OWN_PROCESS:
+        copied_run = tmp_path / "run"
+        shutil.copytree(finished_run[0], copied_run)
+        result = run(f"--run_dir={copied_run}", "--resume", *args)
+    else:
+        result, copied_run = resumed_in_one_process[("--resume", *args)]
     assert_one_line_error(result, f"{field} would change", "may change only total_frames")
-    assert snapshot(copied_run) == before
+    assert snapshot(copied_run) == snapshot(finished_run[0])
 
 
 def checkpoint_value(run_dir: pathlib.Path, name: str):

@@ -1,0 +1,129 @@
+"""IMPALA stopping and resuming as a user meets it: real Reverb server, actor processes and learner.
+
+A killed learner resumes from its checkpoint, Ctrl-C saves and exits cleanly
+(also from a reproduce script, and from a learner waiting on an empty queue),
+a non-finite loss stops the run while the last good checkpoint stays, and the
+server, learner and actor roles run as separate processes. Split from
+test_impala_system.py so that `--dist loadfile` can run the two files on
+different workers.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from test_impala_system import REPO, alive, checkpoint_steps, episodes_logged, start, train, wait_for
+
+
+@pytest.mark.slow
+def test_killed_learner_resumes_from_its_last_checkpoint(tmp_path):
+    run_dir = tmp_path / "run"
+    process = start(f"--run_dir={run_dir}", "--frames=20000", "--config_override=checkpoint_every_s=1")
+    wait_for(lambda: any(s > 0 for s in checkpoint_steps(run_dir)), what="a checkpoint after step 0")
+    os.killpg(process.pid, signal.SIGKILL)  # The learner, its server and anything in its session.
+    process.wait(timeout=30)
+    orphans = list(map(int, (run_dir / "actor_pids").read_text().split()))
+    wait_for(lambda: not any(alive(pid) for pid in orphans), timeout=120, what="orphaned actors to exit")
+    saved = max(checkpoint_steps(run_dir))
+    refused = train(f"--run_dir={run_dir}", "--frames=20000")
+    assert refused.returncode == 2 and "already exists; pass --resume" in refused.stderr
+    resumed = train(f"--run_dir={run_dir}", "--frames=20000", "--resume")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"step {saved}," in resumed.stdout  # "resumed from ...: step N, frames F"
+    final = json.loads((run_dir / "final.json").read_text())
+    # Frames continue from the checkpoint: the LR schedule (a function of frames) does too.
+    assert final["frames"] >= 20_000 and final["learner_steps"] > saved
+
+
+@pytest.mark.slow
+def test_ctrl_c_saves_a_final_checkpoint_and_exits_cleanly(tmp_path):
+    run_dir = tmp_path / "run"
+    process = start(f"--run_dir={run_dir}", "--frames=10000000")
+    wait_for(lambda: episodes_logged(run_dir), what="first episodes")
+    time.sleep(2)
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 0, output
+    assert "interrupted: saved checkpoint at step" in output
+    assert max(checkpoint_steps(run_dir)) > 0
+    for pid in map(int, (run_dir / "actor_pids").read_text().split()):
+        with pytest.raises(ProcessLookupError):  # The actors were stopped too.
+            os.kill(pid, 0)
+
+
+def test_ctrl_c_on_a_reproduce_script_keeps_the_run_resumable(tmp_path):
+    """A terminal's Ctrl-C reaches the study script and its training run alike."""
+    run_dir = tmp_path / "run"
+    script = (
+        "import pathlib; from reproduce import _runs; "
+        f"_runs.train('impala.train', pathlib.Path({str(run_dir)!r}), ['--preset=toy', '--frames=1e7'])"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    wait_for(lambda: episodes_logged(run_dir), what="first episodes")
+    os.killpg(process.pid, signal.SIGINT)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 130, output
+    assert "interrupted: saved checkpoint at step" in output and "run the same command to resume" in output
+    assert "Traceback" not in output
+    assert max(checkpoint_steps(run_dir)) > 0 and not (run_dir / "final.json").exists()
+
+
+@pytest.mark.slow
+def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
+    run_dir = tmp_path / "run"
+    result = train(f"--run_dir={run_dir}", "--config_override=learning_rate=1e30")
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "non-finite loss" in errors[0] and "last good checkpoint" in errors[0]
+    assert checkpoint_steps(run_dir) == [0]
+    assert not (run_dir / "final.json").exists()
+
+
+@pytest.mark.slow
+def test_separate_server_learner_and_actor_roles(tmp_path):
+    """The multi-machine recipe of the README, on one machine's loopback."""
+    port = 18000 + os.getpid() % 1000
+    address = f"localhost:{port}"
+    server = start("--role=server", f"--port={port}")
+    run_dir = tmp_path / "run"
+    learner = start("--role=learner", f"--replay_address={address}", f"--run_dir={run_dir}", "--frames=20000")
+    actor = None
+    try:
+        wait_for(lambda: (run_dir / "config.json").exists(), what="the learner's config.json")
+        actor = subprocess.Popen(  # As the README's recipe: the actor takes the learner's saved config.
+            [sys.executable, "-m", "impala.train", "--role=actor", f"--replay_address={address}",
+             f"--config={run_dir / 'config.json'}"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        output, _ = learner.communicate(timeout=240)
+        assert learner.returncode == 0, output
+        assert json.loads((run_dir / "final.json").read_text())["frames"] >= 20_000
+    finally:
+        for process in (actor, server, learner):
+            if process and process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_ctrl_c_reaches_a_learner_waiting_on_an_empty_queue(tmp_path):
+    port = 19000 + os.getpid() % 1000
+    server = start("--role=server", f"--port={port}")
+    run_dir = tmp_path / "run"
+    learner = start("--role=learner", f"--replay_address=localhost:{port}", f"--run_dir={run_dir}")
+    try:
+        wait_for(lambda: len(checkpoint_steps(run_dir)) > 0, what="the learner to start")
+        time.sleep(3)  # Now blocked waiting for unrolls that never come.
+        learner.send_signal(signal.SIGINT)
+        output, _ = learner.communicate(timeout=60)
+        assert learner.returncode == 0 and "interrupted: saved checkpoint at step 0" in output, output
+    finally:
+        for process in (server, learner):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)

@@ -1,0 +1,83 @@
+"""Many bad-input cases of one entry point, run in one process through the entry point's own `cli.run(main)`.
+
+A process per case imports TensorFlow and Reverb (about 6 CPU seconds) to print
+one line. Here one process imports the entry point once and runs each case as
+the command line does: `sys.argv` is the case, `cli.run(main)` parses the flags
+(reset to their defaults first) and turns a `UsageError` into one line on
+stderr and `SystemExit(2)`. Any other exception is caught and reported with its
+traceback, so a test asserting "no traceback" still fails on it. A case that
+is not refused starts its run, whose `os._exit` ends the process before it
+reports: `run_cases` then fails for every case, showing the run's output.
+
+Only cases that fail before the run starts its Reverb connection and its
+stderr filter (`native_log`) belong here; each test file keeps real
+subprocess cases too, proving the exit status and the one line end to end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import subprocess
+import sys
+from typing import Callable, Sequence
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+# Runs in the child: argv[1] is the entry point's module, argv[2] the cases as JSON.
+_RUNNER = """
+import contextlib, importlib, io, json, sys, traceback
+from absl import flags
+from common import cli
+
+module, cases = sys.argv[1], json.loads(sys.argv[2])
+entry = importlib.import_module(module)
+outcomes = []
+for case in cases:
+    flags.FLAGS.unparse_flags()
+    sys.argv = [module, *case]
+    stdout, stderr, status = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            cli.run(entry.main)
+        except SystemExit as exit:
+            status = exit.code if isinstance(exit.code, int) else int(exit.code is not None)  # As Python exits.
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+    outcomes.append({"returncode": status, "stdout": stdout.getvalue(), "stderr": stderr.getvalue()})
+print(json.dumps(outcomes))
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What a subprocess.CompletedProcess would hold for one case."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cases(
+    module: str,
+    cases: Sequence[tuple[str, ...]],
+    directory: pathlib.Path,
+    first: Sequence[str] = (),
+    prepare: Callable[[pathlib.Path], None] | None = None,
+) -> dict[tuple[str, ...], tuple[Outcome, pathlib.Path]]:
+    """Each case's outcome and the run directory it was given (`directory`/run<i>), from one process.
+
+    A case's command line is `python -m module *first --run_dir=directory/run<i> *case`;
+    `prepare(run_dir)`, if given, sets up each case's run directory first.
+    """
+    run_dirs = [directory / f"run{i}" for i in range(len(cases))]
+    for run_dir in run_dirs if prepare else ():
+        prepare(run_dir)
+    argvs = [[*first, f"--run_dir={run_dir}", *case] for case, run_dir in zip(cases, run_dirs)]
+    command = [sys.executable, "-c", _RUNNER, module, json.dumps(argvs)]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    outcomes = [Outcome(**outcome) for outcome in json.loads(result.stdout.splitlines()[-1])]
+    return {tuple(case): (outcome, run_dir) for case, outcome, run_dir in zip(cases, outcomes, run_dirs)}
