@@ -33,7 +33,7 @@ def discover() -> list[str]:
     """Module names of all reproduce scripts, sorted."""
     found = []
     for package in pkgutil.iter_modules(reproduce.__path__):
-        if not package.ispkg or package.name.startswith("_") or package.name == "suite":
+        if not package.ispkg or package.name.startswith("_") or package.name in ("suite", "benchmarks"):
             continue
         path = [f"{reproduce.__path__[0]}/{package.name}"]
         for module in pkgutil.iter_modules(path):
