@@ -58,6 +58,9 @@ class Learner(Protocol):
     def save_extra(self) -> None:
         """After each checkpoint: state kept outside TensorFlow (e.g. Reverb's tables)."""
 
+    # Optional: `summary() -> dict[str, float]`, numbers of the agent's own for
+    # final.json (IMPALA: its policy lag); agents without any leave it out.
+
 
 class Actors(Protocol):
     """Actor processes the loop starts after `Learner.start` and stops at the end."""
@@ -193,6 +196,7 @@ def _finish(
         "mean_return_last_100": episodes.mean_recent(), "wall_time_s": round(record.wall_time_s(), 1),
         "segments": len(record.segments), "actor_restarts": actors.restarts if actors else 0,
         **({"tasks": episodes.task_summary()} if episodes.task_summary() else {}),
+        **getattr(learner, "summary", dict)(),
     }  # fmt: skip
     (directory / "final.json").write_text(json.dumps(final, indent=2) + "\n")
     mean = episodes.mean_recent()

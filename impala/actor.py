@@ -4,6 +4,8 @@ At the start of each unroll the actor takes the learner's newest parameters
 from Reverb, then steps its N envs T times with one batched forward pass per
 step, sampling actions from mu = softmax(logits). It never waits for the
 learner except through the queue's back-pressure when the queue is full.
+With a spec that has `policy_version`, each step records the version the
+learner published with the parameters (0 for parameters published without one).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class Actor:
             client, spec, env.num_envs, unroll_length, tables, episode_tables, max_episode_length
         )  # fmt: skip
         self._seed = seed
+        self._versioned = "policy_version" in spec
         self._policy = tf.function(self._policy_step, jit_compile=jit)
 
     def _policy_step(self, observation, first, state, seed):
@@ -60,10 +63,11 @@ class Actor:
         state = self._network.initial_state(n)
         episode_return, episode_length = np.zeros(n, np.float32), np.zeros(n, np.int32)
         variables = self._network.trainable_variables
+        versions = {}
         t = 0
         while num_unrolls is None or t < num_unrolls * self._length + 1:
             if t % self._length == 0:
-                reverb_variables.assign(variables, reverb_variables.fetch(self._client, self._params_table))
+                versions = self._fetch(variables)
             action, logits, next_state = self._policy(observation, first, state, tf.constant([self._seed, t]))
             action = action.numpy()
             next_observation, reward, terminated, truncated, info = self._env.step(action)
@@ -84,10 +88,20 @@ class Actor:
                 "episode_length": np.where(game_over, episode_length, 0).astype(np.int32),
                 **({"core_state": tf.nest.map_structure(np.asarray, state)} if self._network.recurrent else {}),
                 **self._tasks,
+                **versions,
             }, starts=first)  # fmt: skip
             episode_return[game_over], episode_length[game_over] = 0.0, 0
             observation, first, state = next_observation, terminated | truncated, next_state
             t += 1
+
+    def _fetch(self, variables) -> dict[str, np.ndarray]:
+        """Assigns the newest parameters; returns the steps' `policy_version` field ({} if the spec has none)."""
+        values = reverb_variables.fetch(self._client, self._params_table)
+        reverb_variables.assign(variables, values[: len(variables)])
+        if not self._versioned:
+            return {}
+        version = values[len(variables)] if len(values) > len(variables) else 0
+        return {"policy_version": np.full(self._env.num_envs, version, np.int64)}
 
     def close(self) -> None:
         self._writer.close()

@@ -35,10 +35,17 @@ def build_agent(config: ImpalaConfig) -> tuple[networks.ActorCritic, dict[str, t
     if network.recurrent:
         state_spec = tf.nest.map_structure(lambda s: tf.TensorSpec(s.shape[1:], s.dtype), network.initial_state(1))
     network.step(tf.zeros((1, *space.shape), space.dtype), tf.zeros((1,), tf.bool), network.initial_state(1))
-    spec = trajectories.step_spec(
-        space.shape, tf.as_dtype(space.dtype), num_actions, state_spec, tasks=envs.is_suite(config.env)
-    )  # fmt: skip
+    tasks, versions = envs.is_suite(config.env), records_policy_versions(config)
+    spec = trajectories.step_spec(space.shape, tf.as_dtype(space.dtype), num_actions, state_spec, tasks, versions)
     return network, spec
+
+
+def records_policy_versions(config: ImpalaConfig) -> bool:
+    """Whether steps hold `policy_version` (IMPALA's policy lag): IMPALA's own configs only.
+
+    LASER (a subclass's config) keeps its spec: its tools write steps of that spec by hand.
+    """
+    return type(config) is ImpalaConfig
 
 
 def run_actor(
@@ -92,6 +99,7 @@ class QueueLearner:
         self._batches = self.batches()
         # A multi-task run logs each episode with its level (IMPALA §5.3).
         self._tasks = envs.tasks(config.env) if "task" in self.spec else ()
+        self.policy_lag = trajectories.PolicyLag()
 
     frames = property(lambda self: self.learner.frame_count)
     steps = property(lambda self: self.learner.step_count)
@@ -115,18 +123,25 @@ class QueueLearner:
         batch = next(self._batches)
         if batch is None:
             return None
+        if "policy_version" in batch:
+            self.policy_lag.add(self.steps, batch["policy_version"].numpy())
         metrics = self.learner.step(batch)
-        self._publish()
+        if self.steps % self.config.publish_every == 0:
+            self._publish()
         fields = {k: batch[k].numpy() for k in ("episode_return", "episode_length", "task") if k in batch}
         episodes = trajectories.finished_episodes(fields, self._tasks)
         return loop.Step(metrics, episodes)
 
     def _publish(self) -> None:
-        """The parameters, for the actors' next unrolls."""
-        reverb_variables.publish(self._client, self.network.trainable_variables, self.params_table)
+        """The parameters, for the actors' next unrolls, and their version: the learner steps that made them."""
+        version = np.asarray(self.steps, np.int64)
+        reverb_variables.publish(self._client, self.network.trainable_variables, self.params_table, [version])
 
     def progress(self) -> dict[str, float]:
-        return {"queue": self._client.server_info()[self.queue_table].current_size}
+        return {"queue": self._client.server_info()[self.queue_table].current_size, **self.policy_lag.recent()}
+
+    def summary(self) -> dict[str, float]:
+        return self.policy_lag.summary()
 
     def save_extra(self) -> None:
         """The queue is transient: nothing outside the checkpoint to keep."""

@@ -1,6 +1,6 @@
 """Benchmark: an analogue of IMPALA Table 1 on this machine (frames per second).
 
-    python -m impala.benchmark_throughput [--seconds 60] [--actors 1,2,4]
+    python -m impala.benchmark_throughput [--seconds 60] [--actors 1,2,4] [--publish_every 1] [--output_dir DIR]
 
 Measured in the same run, on Pong with the shallow model (preset atari_shallow):
 
@@ -8,16 +8,22 @@ Measured in the same run, on Pong with the shallow model (preset atari_shallow):
 2. learner alone: learner steps on batches from a pre-filled Reverb queue, with
    the network through TF's graph executor (`xla=losses`, what `auto` picks on
    CPU) and, as the baseline, with the whole step under XLA (`xla=all`);
-3. end to end: `python -m impala.train --preset atari_shallow --actors K` for
-   each K, read from its progress lines after a warm-up.
+3. the env+learner limit, 1 / (1 / raw env + 1 / learner alone (xla=losses)):
+   what one machine could reach if acting cost only the env and learning
+   only the learner step, the two sharing its cores;
+4. end to end: the real `python -m impala.train --preset atari_shallow
+   --actors K` for each K (and each `--publish_every` k), read from its
+   progress lines after a warm-up, with its fraction of the limit and the
+   actors' mean policy lag (learner steps, `impala.trajectories.PolicyLag`).
 
 Frames are environment frames (4 per agent step). Results: stdout and
-results/impala/benchmarks/throughput.{csv,md}.
+`--output_dir`/throughput.{csv,md} (default results/impala/benchmarks).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 import re
 import subprocess
 import sys
@@ -40,6 +46,8 @@ from impala.learner import Learner
 flags.DEFINE_integer("seconds", 60, "Measuring time per configuration.")
 flags.DEFINE_list("actors", ["1", "2", "4"], "Actor process counts for the end-to-end runs.")
 flags.DEFINE_integer("raw_envs", 8, "Envs in the raw AtariVectorEnv measurement.")
+flags.DEFINE_list("publish_every", ["1"], "Learner steps between parameter publishes, one end-to-end run per value.")
+flags.DEFINE_string("output_dir", None, "Where to write throughput.{csv,md} (default results/impala/benchmarks).")
 FLAGS = flags.FLAGS
 
 CONFIG = PRESETS["atari_shallow"]
@@ -100,15 +108,16 @@ def learner_fps(seconds: float, xla: str) -> float:
     return frames / elapsed
 
 
-def end_to_end_fps(actors: int, seconds: float) -> float:
-    """Frames/s of the real command, averaged over progress lines after the first."""
+def end_to_end_fps(actors: int, seconds: float, publish_every: int) -> tuple[float, float]:
+    """(frames/s, mean policy lag) of the real command, averaged over progress lines after the first."""
     with tempfile.TemporaryDirectory() as run_dir:
         command = [
             sys.executable, "-m", "impala.train", "--preset=atari_shallow", f"--actors={actors}",
             f"--run_dir={run_dir}/run", "--config_override=log_every_s=5",
+            f"--config_override=publish_every={publish_every}",
         ]  # fmt: skip
         process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        rates, start = [], None
+        rates, lags, start = [], [], None
         for line in process.stdout:
             match = re.search(r"\| ([\d,]+) frames/s", line)
             if not match:
@@ -117,50 +126,77 @@ def end_to_end_fps(actors: int, seconds: float) -> float:
                 start = time.monotonic()
                 continue
             rates.append(float(match.group(1).replace(",", "")))
+            if lag := re.search(r"\| policy_lag ([\d.]+) ", line):
+                lags.append(float(lag.group(1)))
             if time.monotonic() - start >= seconds:
                 break
         process.send_signal(2)
         process.wait(timeout=120)
-    return float(np.mean(rates)) if rates else float("nan")
+    return float(np.mean(rates)) if rates else float("nan"), float(np.mean(lags)) if lags else float("nan")
 
 
-def row(configuration: str, fps: float, raw: float) -> dict:
-    return {"configuration": configuration, "frames_per_s": round(fps), "ratio_to_raw": round(fps / raw, 3)}
+def row(configuration: str, fps: float, raw: float, limit: float, policy_lag: float = float("nan")) -> dict:
+    return {
+        "configuration": configuration, "frames_per_s": round(fps), "ratio_to_raw": round(fps / raw, 3),
+        "ratio_to_limit": round(fps / limit, 3), "policy_lag": round(policy_lag, 2),
+    }  # fmt: skip
+
+
+def limit_fps(raw: float, learner: float) -> float:
+    """The env+learner limit: frames/s if each frame cost one raw env frame and one learner frame, in turn."""
+    return 1.0 / (1.0 / raw + 1.0 / learner)
 
 
 def main(argv: list[str]) -> None:
     started = time.time()
     raw = raw_env_fps(FLAGS.seconds / 2, FLAGS.raw_envs)
     print(f"raw AtariVectorEnv ({FLAGS.raw_envs} envs, 2 threads): {raw:,.0f} frames/s", flush=True)
-    rows = [row(f"raw AtariVectorEnv, {FLAGS.raw_envs} envs", raw, raw)]
-    for xla, what in (("losses", "network on TF's executor"), ("all", "whole step under XLA")):
-        learner = learner_fps(FLAGS.seconds / 2, xla)
+    learners = {}
+    for xla in ("losses", "all"):
+        learners[xla] = learner_fps(FLAGS.seconds / 2, xla)
         print(f"learner alone (B={CONFIG.batch_size}, T={CONFIG.unroll_length}, shallow, xla={xla}): "
-              f"{learner:,.0f} frames/s", flush=True)  # fmt: skip
-        rows.append(row(f"learner alone, pre-filled queue, {what} (xla={xla})", learner, raw))
+              f"{learners[xla]:,.0f} frames/s", flush=True)  # fmt: skip
+    limit = limit_fps(raw, learners["losses"])  # The learner end to end runs: `auto` is `losses` on CPU.
+    print(f"env+learner limit: {limit:,.0f} frames/s", flush=True)
+    rows = [
+        row(f"raw AtariVectorEnv, {FLAGS.raw_envs} envs", raw, raw, limit),
+        row("learner alone, pre-filled queue, network on TF's executor (xla=losses)", learners["losses"], raw, limit),
+        row("learner alone, pre-filled queue, whole step under XLA (xla=all)", learners["all"], raw, limit),
+        row("env+learner limit, 1 / (1 / raw env + 1 / learner alone (xla=losses))", limit, raw, limit),
+    ]
     for actors in map(int, FLAGS.actors):
-        fps = end_to_end_fps(actors, FLAGS.seconds)
-        print(f"end to end, {actors} actor process(es) x {CONFIG.envs_per_actor} envs: {fps:,.0f} frames/s "
-              f"({100 * fps / raw:.0f}% of raw)", flush=True)  # fmt: skip
-        rows.append(row(f"end to end, {actors} actors x {CONFIG.envs_per_actor} envs", fps, raw))
-    out = output_dir("impala", "benchmarks")
+        for publish_every in map(int, FLAGS.publish_every):
+            fps, lag = end_to_end_fps(actors, FLAGS.seconds, publish_every)
+            what = f"end to end, {actors} actors x {CONFIG.envs_per_actor} envs"
+            what += f" (impala.train, publish_every={publish_every})"
+            print(f"{what}: {fps:,.0f} frames/s ({100 * fps / limit:.0f}% of the limit), policy lag {lag:.2f}",
+                  flush=True)  # fmt: skip
+            rows.append(row(what, fps, raw, limit, lag))
+    out = pathlib.Path(FLAGS.output_dir) if FLAGS.output_dir else output_dir("impala", "benchmarks")
+    out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "throughput.csv", rows)
+    command = " ".join(["python -m impala.benchmark_throughput", *sys.argv[1:]])
     lines = [
         "# IMPALA throughput on this machine (an analogue of IMPALA Table 1)",
         "",
         "Pong, shallow model, preset atari_shallow (end to end with `xla=auto`, here `losses`: no GPU);",
-        "frames = 4 x agent steps. One run of",
-        f"`python -m impala.benchmark_throughput --seconds {FLAGS.seconds}`; see the provenance file.",
+        "frames = 4 x agent steps; the limit is 1 / (1 / raw env + 1 / learner alone), the policy lag the",
+        f"mean learner steps between an unroll's parameters and its update. One run of `{command}`;",
+        "see the provenance file.",
         "",
-        "| configuration | frames/s | fraction of raw env |",
-        "| --- | --- | --- |",
-        *[f"| {r['configuration']} | {r['frames_per_s']:,} | {100 * r['ratio_to_raw']:.0f}% |" for r in rows],
+        "| configuration | frames/s | fraction of raw env | fraction of the limit | policy lag |",
+        "| --- | --- | --- | --- | --- |",
+        *[
+            f"| {r['configuration']} | {r['frames_per_s']:,} | {100 * r['ratio_to_raw']:.0f}% | "
+            f"{100 * r['ratio_to_limit']:.0f}% | {'' if np.isnan(r['policy_lag']) else r['policy_lag']} |"
+            for r in rows
+        ],
     ]
     (out / "throughput.md").write_text("\n".join(lines) + "\n")
     provenance.write(
         out, "throughput.provenance.json", config=dataclasses.asdict(CONFIG), seeds=[CONFIG.seed], frames=None,
         wall_time_s=time.time() - started, scale="benchmark",
-        extra={"seconds": FLAGS.seconds, "actors": FLAGS.actors},
+        extra={"seconds": FLAGS.seconds, "actors": FLAGS.actors, "publish_every": FLAGS.publish_every},
     )  # fmt: skip
     print("\n".join(lines))
 

@@ -64,6 +64,13 @@ class ImpalaConfig:
     clip_pg_rho_threshold: float = 1.0
     total_frames: int = 200_000_000  # Environment frames; the LR anneals to 0 over it.
     queue_size: int = 128  # Unrolls the queue holds; must exceed batch_size.
+    # Learner steps between parameter publishes. IMPALA §3: an actor takes the
+    # learner's latest parameters at the start of each unroll, so 1 keeps them
+    # freshest; k > 1 saves k - 1 of every k publishes (measured on Pong shallow
+    # for issue #13: publishing was 7.7% of the learner's CPU, about 1.5% of the
+    # whole run's) at up to k - 1 more learner steps of policy lag, which V-trace
+    # corrects (§4). The run reports the lag (`policy_lag`) whatever k is.
+    publish_every: int = 1
     xla: str = "auto"  # One of XLA_MODES.
     seed: int = 0
     # Run directory.
@@ -84,7 +91,7 @@ class ImpalaConfig:
         ):
             if getattr(self, name) not in choices:
                 raise choice_error(name, getattr(self, name), choices)
-        for name in ("num_actors", "envs_per_actor", "unroll_length", "batch_size", "total_frames"):
+        for name in ("num_actors", "envs_per_actor", "unroll_length", "batch_size", "total_frames", "publish_every"):
             if getattr(self, name) < 1:
                 raise UsageError(f"{name}={getattr(self, name)}: must be >= 1")
         if self.queue_size <= self.batch_size:

@@ -12,8 +12,9 @@ Many machines (Reverb is the only channel between roles):
 
 Topology: actors write unrolls to the `queue` table and read parameters from
 the `params` table; the learner reads batches from `queue` and writes
-`params` after every step. This file is wiring: the roles, the loop and the
-run directory are `common.launch` and `common.loop`.
+`params` every `publish_every` steps (default: every step). This file is
+wiring: the roles, the loop and the run directory are `common.launch` and
+`common.loop`.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ learner can log finished episodes without another channel. A multi-task
 run's steps also hold `task`, the index of the env's task in the suite
 (`common.envs.tasks`), so each finished episode is logged with its level; the
 network never sees it (IMPALA §5.3: the model does not know its task).
+An actor's steps also hold `policy_version`, the learner step of the
+parameters that chose the action, so the learner can report its policy lag
+(`PolicyLag`); the maths never reads it.
 """
 
 from __future__ import annotations
@@ -31,9 +34,12 @@ QUEUE_ONLY = {QUEUE_TABLE: 1.0}  # IMPALA's actors write to the queue alone.
 
 
 def step_spec(
-    observation_shape, observation_dtype, num_actions: int, state_spec=None, tasks: bool = False
+    observation_shape, observation_dtype, num_actions: int, state_spec=None, tasks: bool = False, versions: bool = False
 ) -> dict[str, tf.TensorSpec]:
-    """The fields of one step, each as a `tf.TensorSpec` without batch axis; `task` for a multi-task run."""
+    """The fields of one step, each as a `tf.TensorSpec` without batch axis.
+
+    `tasks`: a multi-task run's `task`; `versions`: the acting parameters' `policy_version`.
+    """
     spec = {
         "observation": tf.TensorSpec(observation_shape, observation_dtype),
         "first": tf.TensorSpec((), tf.bool),
@@ -48,6 +54,8 @@ def step_spec(
         spec["core_state"] = state_spec
     if tasks:
         spec["task"] = tf.TensorSpec((), tf.int32)
+    if versions:
+        spec["policy_version"] = tf.TensorSpec((), tf.int64)
     return spec
 
 
@@ -97,3 +105,40 @@ def finished_episodes(batch: dict[str, np.ndarray], tasks: Sequence[str] = ()) -
         return list(episodes)
     names = [tasks[i] for i in batch["task"][:, :-1][ended]]
     return [(*episode, name) for episode, name in zip(episodes, names)]
+
+
+class PolicyLag:
+    """Learner steps between the parameters that acted an unroll and the update that learns from it.
+
+    IMPALA's actors lag the learner by a few updates (§3, "policy-lag"), which
+    V-trace corrects (§4): the queue holds unrolls acted before the latest
+    updates, and with `publish_every` = k an actor's parameters can be up to
+    k - 1 updates older still. An unroll's lag is the learner's step count
+    before the update minus the `policy_version` of its first step (the
+    parameters of all its learned steps: actors fetch at unroll starts).
+    """
+
+    def __init__(self):
+        self._recent: list[np.ndarray] = []
+        self._count, self._sum, self._max = 0, 0, 0
+
+    def add(self, learner_step: int, policy_version: np.ndarray) -> None:
+        """`policy_version` [B, T + 1]: the batch's versions, before the update at `learner_step`."""
+        lags = learner_step - policy_version[:, 0]
+        self._recent.append(lags)
+        self._count += lags.size
+        self._sum += int(lags.sum())
+        self._max = max(self._max, int(lags.max()))
+
+    def recent(self) -> dict[str, float]:
+        """Mean and max lag of the unrolls learned from since the last call (none: {})."""
+        if not self._recent:
+            return {}
+        lags, self._recent = np.concatenate(self._recent), []
+        return {"policy_lag": round(float(lags.mean()), 2), "policy_lag_max": int(lags.max())}
+
+    def summary(self) -> dict[str, float]:
+        """Mean and max lag over every unroll this process learned from."""
+        if not self._count:
+            return {}
+        return {"policy_lag_mean": round(self._sum / self._count, 3), "policy_lag_max": self._max}

@@ -9,9 +9,12 @@ import reverb
 import tensorflow as tf
 from test_vtrace import reference_vtrace
 
+from common import envs
 from common.errors import UsageError
 from common.reverb import datasets, tables
-from impala import networks, trajectories
+from common.reverb import variables as reverb_variables
+from impala import agent, networks, trajectories
+from impala.actor import Actor
 from impala.config import PRESETS
 from impala.learner import Learner
 from impala.losses import clip_rewards, entropy
@@ -188,6 +191,7 @@ def test_lstm_state_resets_at_episode_starts():
         ({"batch_size": 64, "queue_size": 64}, "queue_size=64 must exceed batch_size=64"),
         ({"unroll_length": 0}, "unroll_length=0: must be >= 1"),
         ({"num_actors": 0}, "num_actors=0: must be >= 1"),
+        ({"publish_every": 0}, "publish_every=0: must be >= 1"),
         ({"network": "resnet50"}, "unknown network 'resnet50'; accepted: shallow, deep"),
         ({"correction": "retrace"}, "accepted: vtrace, none, epsilon, one_step_is"),
         ({"xla": "gpu"}, "unknown xla 'gpu'; accepted: auto, all, losses"),
@@ -198,3 +202,61 @@ def test_lstm_state_resets_at_episode_starts():
 def test_impossible_configs_explain_themselves(overrides, message):
     with pytest.raises(UsageError, match=message):
         dataclasses.replace(TOY, **overrides)
+
+
+def test_policy_lag_is_learner_steps_since_the_unrolls_parameters():
+    lag = trajectories.PolicyLag()
+    assert lag.recent() == {} and lag.summary() == {}
+    lag.add(10, np.array([[7, 7, 9], [10, 10, 10]]))  # Step 0's version acted the learned steps.
+    lag.add(12, np.array([[12, 12, 12], [6, 6, 6]]))
+    assert lag.recent() == {"policy_lag": 2.25, "policy_lag_max": 6}  # (3 + 0 + 0 + 6) / 4.
+    assert lag.recent() == {}  # Only the unrolls since the last call.
+    lag.add(13, np.array([[13, 13, 13]]))
+    assert lag.recent() == {"policy_lag": 0.0, "policy_lag_max": 0}
+    assert lag.summary() == {"policy_lag_mean": 1.8, "policy_lag_max": 6}  # All five unrolls.
+
+
+@pytest.fixture
+def impala_server():
+    server = reverb.Server([tables.queue(trajectories.QUEUE_TABLE, 64), tables.variables()])
+    yield server
+    server.stop()
+
+
+def test_actor_records_the_version_published_with_its_parameters(impala_server):
+    client = reverb.Client(f"localhost:{impala_server.port}")
+    network, spec = agent.build_agent(TOY)
+    reverb_variables.publish(client, network.trainable_variables, extras=[np.asarray(7, np.int64)])
+    env = envs.make_batched(TOY.env, TOY.envs_per_actor, seed=1)
+    actor = Actor(network, spec, env, client, TOY.unroll_length, seed=1, jit=False)
+    actor.run(num_unrolls=1)
+    actor.close()
+    data = datasets.dataset(f"localhost:{impala_server.port}", trajectories.QUEUE_TABLE, spec, TOY.unroll_length + 1,
+                            TOY.envs_per_actor)  # fmt: skip
+    batch = next(iter(data))
+    np.testing.assert_array_equal(batch["policy_version"].numpy(), 7)
+
+
+def test_learner_publishes_every_k_steps_with_its_step_count_and_reports_the_lag(impala_server):
+    config = dataclasses.replace(TOY, publish_every=2)
+    address = f"localhost:{impala_server.port}"
+    client = reverb.Client(address)
+    learner = agent.QueueLearner(config, client, address)
+    learner.start()
+    rng = np.random.default_rng(0)
+    B, T1 = config.batch_size, config.unroll_length + 1
+    batches = []
+    for version in (0, 0, 2):  # What actors would have fetched before each step.
+        batch = _batch(config, rng)
+        batch["episode_return"] = tf.fill((B, T1), np.nan)
+        batch["episode_length"] = tf.zeros((B, T1), tf.int32)
+        batch["policy_version"] = tf.fill((B, T1), tf.constant(version, tf.int64))
+        batches.append(batch)
+    learner._batches = iter(batches)
+    published = []
+    for _ in batches:
+        learner.step()
+        published.append(int(reverb_variables.fetch(client)[-1]))
+    assert published == [0, 2, 2]  # After steps 1, 2, 3: a publish at step 2 only.
+    assert learner.progress()["policy_lag"] == 0.33  # Lags 0, 1, 0, to 2 decimals.
+    assert learner.summary() == {"policy_lag_mean": 0.333, "policy_lag_max": 1}
