@@ -216,8 +216,8 @@ def rate(row: dict[str, str]) -> int:
 def suite_aggregate(base: pathlib.Path) -> Cells:
     """IQM, median and mean of the normalised scores with their 95% bootstrap intervals."""
     rows = {r["statistic"]: r for r in read_csv(base)}
-    games = read_csv(base.parent / "per_game")
-    seeds = sorted({r["seed"] for r in games})
+    seeds = [str(seed) for seed in read_record(base)["seeds"]]  # Those evaluated on every game.
+    games = [r for r in read_csv(base.parent / "per_game") if r["seed"] in seeds]
     return Cells(
         "; ".join(
             f"{name} {float(rows[name]['value']):.2f} [{float(rows[name]['ci_low']):.2f}, "

@@ -93,8 +93,10 @@ def test_suite_headline_is_the_aggregates_with_their_intervals(tmp_path):
         "statistic,value,ci_low,ci_high\nmedian,1.2,0.9,1.5\nmean,1.456,1.0,1.9\niqm,1.3,1.1,1.6\n"
         "mean_capped,1.0,1.0,1.0\n",
     )
-    write(suite / "per_game.csv", "game,seed\nbreakout,0\nbreakout,1\nasterix,0\nasterix,1\n")
-    write(suite / "aggregate.provenance.json", record("a" * 40, run_provenance={"breakout_s0": {"commit": "b" * 40}}))
+    # Seed 2 is evaluated on breakout only: listed per game, left out of the aggregates.
+    write(suite / "per_game.csv", "game,seed\nbreakout,0\nbreakout,1\nasterix,0\nasterix,1\nbreakout,2\n")
+    runs = {"breakout_s0": {"commit": "b" * 40}}
+    write(suite / "aggregate.provenance.json", record("a" * 40, seeds=[0, 1], run_provenance=runs))
     ours, paper, commits = dashboard.cells(study("suites/impala_minatar/aggregate"), tmp_path)
     assert ours == (
         "iqm 1.30 [1.10, 1.60]; median 1.20 [0.90, 1.50]; mean 1.46 [1.00, 1.90] (4 runs, seeds 0, 1; "
