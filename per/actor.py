@@ -152,3 +152,20 @@ class ApexActor:
     def close(self) -> None:
         self._replay.close()
         self._episodes.close()
+
+
+class EpsilonGreedy:
+    """Evaluation acting (PER App. B.2.3): greedy in the online network's Q-values, uniform with probability epsilon."""
+
+    def __init__(self, network: QNetwork, epsilon: float, seed: int):
+        self._greedy = tf.function(lambda x: tf.argmax(network(x), axis=1, output_type=tf.int32))
+        self._epsilon, self._num_actions = epsilon, network.num_actions
+        self._rng = np.random.default_rng(seed)
+
+    def reset(self, num_envs: int) -> None:
+        """Epsilon-greedy has no state to reset."""
+
+    def __call__(self, observations: np.ndarray, first: np.ndarray) -> np.ndarray:
+        explore = self._rng.random(len(observations)) < self._epsilon
+        uniform = self._rng.integers(self._num_actions, size=len(observations))
+        return np.where(explore, uniform, self._greedy(observations).numpy())

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-import tensorflow as tf
 from absl import flags
 
 from common import cli, evaluation
-from per import networks
+from per import actor, networks
 from per.config import PerConfig
 
 evaluation.define_flags(100, "PER App. B.2.3: 100")
@@ -32,28 +30,11 @@ def make_network(config: PerConfig, env) -> networks.QNetwork:
     return networks.make(config, env.observation_space, int(env.action_space.n), name="q_network")
 
 
-class EpsilonGreedy:
-    """Greedy in the online network's Q-values, uniform with probability epsilon."""
-
-    def __init__(self, network: networks.QNetwork, epsilon: float, seed: int):
-        self._greedy = tf.function(lambda x: tf.argmax(network(x), axis=1, output_type=tf.int32))
-        self._epsilon, self._num_actions = epsilon, network.num_actions
-        self._rng = np.random.default_rng(seed)
-
-    def reset(self, num_envs: int) -> None:
-        """Epsilon-greedy has no state to reset."""
-
-    def __call__(self, observations: np.ndarray, first: np.ndarray) -> np.ndarray:
-        explore = self._rng.random(len(observations)) < self._epsilon
-        uniform = self._rng.integers(self._num_actions, size=len(observations))
-        return np.where(explore, uniform, self._greedy(observations).numpy())
-
-
 def main(argv: list[str]) -> None:
     directory = evaluation.run_directory(argv, "per.evaluate", FLAGS.episodes, FLAGS.envs)
     config, network, step = evaluation.restore(directory, PerConfig, make_network)
     start = time.time()
-    policy = EpsilonGreedy(network, config.eval_epsilon, FLAGS.seed)
+    policy = actor.EpsilonGreedy(network, config.eval_epsilon, FLAGS.seed)
     returns = evaluation.play(config, policy, FLAGS.episodes, FLAGS.seed, FLAGS.log_every_s, num_envs=FLAGS.envs)
     # PER reports human-starts scores; its starts are not public, so ours are no-op starts.
     extra = {"epsilon": config.eval_epsilon, "start_protocol": "no-op starts (PER used human starts)"}

@@ -10,7 +10,7 @@ import pytest
 
 from common import envs, evaluation
 from impala import agent as impala_agent
-from per import evaluate as per_evaluate
+from per import actor as per_actor
 
 CATCH = types.SimpleNamespace(env="toy:catch", env_options=())
 
@@ -72,7 +72,7 @@ def test_per_epsilon_greedy_explores_epsilon_of_the_time_per_env():
         def __call__(self, observations):
             return np.tile([0.0, 0.0, 1.0, 0.0], (len(observations), 1)).astype(np.float32)
 
-    policy = per_evaluate.EpsilonGreedy(Network(), epsilon=0.2, seed=0)
+    policy = per_actor.EpsilonGreedy(Network(), epsilon=0.2, seed=0)
     policy.reset(1000)
     actions = np.concatenate([policy(np.zeros((1000, 1), np.float32), np.zeros(1000, bool)) for _ in range(20)])
     # Greedy action 2 unless exploring; exploring picks 2 a quarter of the time: P(not 2) = 0.2 * 3/4.
