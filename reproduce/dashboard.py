@@ -194,14 +194,16 @@ def vtrace_benchmark(base: pathlib.Path) -> Cells:
 
 
 def impala_throughput(base: pathlib.Path) -> Cells:
-    """The best end-to-end rate against the raw env's, and the learner alone."""
+    """The best end-to-end rate against the raw env's and the env+learner limit, and the learner alone."""
     rows = read_csv(base)
     raw = next(r for r in rows if r["configuration"].startswith("raw"))
     end_to_end = max((r for r in rows if r["configuration"].startswith("end to end")), key=rate)
     learner = max((r for r in rows if r["configuration"].startswith("learner alone")), key=rate)
+    # Tables from before the limit was measured have no ratio_to_limit column.
+    limit = f", {percent(end_to_end['ratio_to_limit'])} of the env+learner limit" if "ratio_to_limit" in raw else ""
     return Cells(
         f"end to end {rate(end_to_end):,} frames/s ({end_to_end['configuration'].removeprefix('end to end, ')}), "
-        f"{percent(end_to_end['ratio_to_raw'])} of the raw env's {rate(raw):,}; learner alone up to "
+        f"{percent(end_to_end['ratio_to_raw'])} of the raw env's {rate(raw):,}{limit}; learner alone up to "
         f"{rate(learner):,}"
     )
 
