@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -20,6 +22,7 @@ import scipy.stats
 from common.errors import UsageError
 from reproduce import REPO_ROOT
 from reproduce.suite import _plan, _stats
+from test_impala_system import alive, checkpoint_steps, episodes_logged, wait_for
 
 TOY = ["--agent=impala", "--preset=toy", "--suite=toy:catch,minatar:breakout", "--frames=3000"]
 TIMEOUT_S = 850
@@ -194,6 +197,30 @@ def test_toy_suite_runs_skips_retries_and_aggregates(tmp_path):
     assert float(summary["mean"]["value"]) == pytest.approx(np.mean([float(r["normalized"]) for r in rows]))
     assert "Young & Tian" in (suite_dir / "aggregate.md").read_text()
     assert (suite_dir / "per_game.png").stat().st_size and (suite_dir / "aggregate.png").stat().st_size
+
+
+@pytest.mark.slow
+def test_a_sigint_to_the_driver_alone_checkpoints_the_running_job(tmp_path):
+    """`kill -INT DRIVER` (not the terminal's Ctrl-C to the whole group) still stops the job with a checkpoint."""
+    suite_dir = tmp_path / "suite"
+    args = ["--agent=impala", "--preset=toy", "--suite=toy:catch", "--frames=1e7", f"--suite_dir={suite_dir}"]
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "reproduce.suite", *args], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    run_dir = suite_dir / "catch_s0"
+    try:
+        wait_for(lambda: episodes_logged(run_dir), what="the job's first episodes")
+        driver.send_signal(signal.SIGINT)
+        output, _ = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    assert driver.returncode == 130 and "interrupted: run the same command to resume" in output, output
+    assert "interrupted: saved checkpoint at step" in (suite_dir / "logs" / "catch_s0.log").read_text()
+    assert max(checkpoint_steps(run_dir)) > 0 and not (run_dir / "final.json").exists()
+    actors = [int(pid) for pid in (run_dir / "actor_pids").read_text().split()]
+    wait_for(lambda: not any(alive(pid) for pid in actors), timeout=30, what="the job's actors to exit")
 
 
 def test_the_suite_package_is_not_a_reproduce_study():

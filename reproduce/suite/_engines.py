@@ -43,8 +43,12 @@ def spawn(command: Sequence[str], log: pathlib.Path, new_session: bool = False) 
 
 
 class Local:
-    """`jobs` job subprocesses at a time on this machine, in the driver's process group, so a Ctrl-C in the
-    terminal reaches them too."""
+    """`jobs` job subprocesses at a time on this machine, each in its own session.
+
+    The driver alone receives a Ctrl-C (or a `kill -INT` of its pid) and hands
+    it to each job's whole process group, as a Ray task does: a SIGINT sent to
+    the driver only would otherwise leave the jobs running while it waits.
+    """
 
     def __init__(self, jobs: int):
         self._jobs = jobs
@@ -53,13 +57,16 @@ class Local:
         return self._jobs
 
     def start(self, command: Sequence[str], log: pathlib.Path) -> subprocess.Popen:
-        return spawn(command, log)
+        return spawn(command, log, new_session=True)
 
     def status(self, process: subprocess.Popen) -> int | None:
         return process.poll()
 
     def interrupt(self, processes: Sequence[subprocess.Popen]) -> None:
-        """The jobs got the Ctrl-C too: their runs save a checkpoint; waits for that."""
+        """Hands the SIGINT to each job's process group, whose run saves a checkpoint; waits for that."""
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):  # The job may have ended meanwhile.
+                os.killpg(process.pid, signal.SIGINT)
         for process in processes:
             process.wait()
 
