@@ -18,11 +18,11 @@ import sys
 import numpy as np
 import pytest
 import scipy.stats
+from test_impala_system import alive, checkpoint_steps, episodes_logged, wait_for
 
 from common.errors import UsageError
 from reproduce import REPO_ROOT
 from reproduce.suite import _plan, _stats
-from test_impala_system import alive, checkpoint_steps, episodes_logged, wait_for
 
 TOY = ["--agent=impala", "--preset=toy", "--suite=toy:catch,minatar:breakout", "--frames=3000"]
 TIMEOUT_S = 850
@@ -81,6 +81,13 @@ def test_frame_rate_is_measured_from_finished_runs_else_a_default(tmp_path):
     rate, source = _plan.frame_rate(suite, tmp_path)
     assert rate == pytest.approx(4000 / 40) and "measured" in source
     assert _plan.estimate_s(pending=3, frames=1000, rate=100.0, parallel=2) == 20.0  # 2 rounds of 10 s.
+
+
+def test_the_eta_counts_a_resumed_job_only_until_a_fresh_one_finishes():
+    assert _plan.remaining_s([], remaining=3, parallel=1) is None
+    resumed = (60.0, False)  # A job that only had its evaluation left.
+    assert _plan.remaining_s([resumed], remaining=3, parallel=1) == 180.0
+    assert _plan.remaining_s([resumed, (600.0, True), (400.0, True)], remaining=3, parallel=2) == 750.0
 
 
 def test_a_suite_directory_keeps_its_agent_preset_and_budget(tmp_path):

@@ -71,6 +71,7 @@ class _Running(NamedTuple):
     handle: Any  # The engine's: a subprocess (local) or a Ray task.
     log: pathlib.Path
     started: float
+    fresh: bool  # Started from nothing: a resumed or evaluation-only job's time would shorten the ETA.
 
 
 def main(argv: list[str]) -> None:
@@ -201,14 +202,15 @@ def _start(job: _plan.Job, attempt: int, suite: _plan.Suite, suite_dir: pathlib.
     log = suite_dir / "logs" / f"{job.name}.log"
     with open(log, "a") as out:
         out.write(f"== attempt {attempt}: {' '.join(command)}\n")
+    fresh = _plan.state(suite_dir / job.name) == "todo"
     handle = engine.start(command, log)
     print(f"{job.name}: started (attempt {attempt}), log {log}", flush=True)
-    return _Running(job, attempt, handle, log, time.monotonic())
+    return _Running(job, attempt, handle, log, time.monotonic(), fresh)
 
 
 def _finished(item: _Running, status: int, pending: collections.deque, failed: list, durations: list) -> None:
     if status == 0:
-        durations.append(time.monotonic() - item.started)
+        durations.append((time.monotonic() - item.started, item.fresh))
         print(f"{item.job.name}: done", flush=True)
         return
     retry = item.attempt == 1
@@ -227,10 +229,9 @@ def _finished(item: _Running, status: int, pending: collections.deque, failed: l
 def _progress(
     total: int, done: int, running: int, pending: int, failed: int, durations: list, start: float, parallel: int
 ) -> None:
-    """One line: jobs done, running, failed, and an ETA from the mean duration of the finished ones."""
-    eta = "?"
-    if durations:
-        eta = _plan.duration(sum(durations) / len(durations) * (running + pending) / parallel)
+    """One line: jobs done, running, failed, and an ETA from the finished jobs' durations (`_plan.remaining_s`)."""
+    eta_s = _plan.remaining_s(durations, running + pending, parallel)
+    eta = "?" if eta_s is None else _plan.duration(eta_s)
     elapsed = _plan.duration(time.monotonic() - start)
     print(f"jobs {done}/{total} done | {running} running | {failed} failed | {elapsed} elapsed | ETA {eta}", flush=True)
 

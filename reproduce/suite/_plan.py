@@ -209,6 +209,17 @@ def estimate_s(pending: int, frames: int, rate: float, parallel: int) -> float:
     return rounds * frames / rate
 
 
+def remaining_s(finished: list[tuple[float, bool]], remaining: int, parallel: int) -> float | None:
+    """The ETA of `remaining` jobs from the finished ones' (seconds, fresh) durations, `parallel` at a time.
+
+    A job resumed from a checkpoint, or only evaluated, takes a fraction of a
+    whole job: once a job that started from nothing (fresh) has finished, only
+    those set the mean. None before any job has finished.
+    """
+    seconds = [s for s, fresh in finished if fresh] or [s for s, _ in finished]
+    return sum(seconds) / len(seconds) * remaining / parallel if seconds else None
+
+
 def duration(seconds: float) -> str:
     """`1h05m` or `3m20s`, as the runs print it (`common.run_dir` imports TensorFlow, which the driver avoids)."""
     minutes, secs = divmod(int(seconds), 60)
