@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import tensorflow as tf
+import usage_cases
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -78,5 +79,4 @@ NO_GPU = pytest.param([], "found no GPU", marks=pytest.mark.skipif(HAS_GPU, reas
 )
 def test_distribute_bad_input(tmp_path, args, fragment):
     result = train(*args, f"--run_dir={tmp_path / 'run'}")
-    errors = [line for line in result.stderr.splitlines() if "error" in line]
-    assert result.returncode == 2 and len(errors) == 1 and fragment in errors[0], result.stderr
+    usage_cases.assert_one_line_error(result, fragment)

@@ -177,8 +177,5 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, in_one_process, args, fragme
         result = train(f"--run_dir={run_dir}", *args, timeout=120)
     else:
         result, run_dir = in_one_process[tuple(args)]
-    lines = [line for line in result.stderr.splitlines() if "error" in line]
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert "Traceback" not in result.stderr
-    assert len(lines) == 1 and fragment in lines[0], result.stderr
+    usage_cases.assert_one_line_error(result, fragment)
     assert not run_dir.exists()  # A refused start leaves nothing behind.

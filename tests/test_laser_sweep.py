@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import reverb
 import tensorflow as tf
+import usage_cases
 
 from common.errors import UsageError
 from common.reverb import datasets
@@ -95,9 +96,7 @@ def test_sweep_bad_input_is_one_line_and_leaves_nothing(tmp_path):
             [*SWEEP, "--preset=toy_laser", f"--sweep_dir={directory}", *args],
             cwd=REPO, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
-        errors = [line for line in result.stderr.splitlines() if "error" in line]
-        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
-        assert len(errors) == 1 and fragment in errors[0], result.stderr
+        usage_cases.assert_one_line_error(result, fragment)
         assert not directory.exists()
 
 

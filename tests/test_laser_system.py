@@ -29,19 +29,6 @@ def run(*args, module=TRAIN, timeout=600):
     return subprocess.run([*module, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
-def assert_one_line_error(result, *fragments):
-    lines = [line for line in result.stderr.splitlines() if "error" in line]
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert "Traceback" not in result.stderr
-    assert len(lines) == 1, result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-
-
-def snapshot(directory: pathlib.Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
 BAD_OVERRIDES = [
     (["replay_fraction=-0.1"], "replay_fraction=-0.1: must be in [0, 1]"),
     (["replay_fraction=1.5"], "replay_fraction=1.5: must be in [0, 1]"),
@@ -86,7 +73,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, in_one_process, overrides, f
         result = run("--preset=toy_laser", f"--run_dir={run_dir}", *override_flags(overrides), timeout=120)
     else:
         result, run_dir = in_one_process[tuple(overrides)]
-    assert_one_line_error(result, fragment)
+    usage_cases.assert_one_line_error(result, fragment)
     assert not run_dir.exists()  # A refused start leaves nothing behind.
 
 
@@ -128,10 +115,10 @@ def test_evaluate_writes_its_result(trained, tmp_path):
 def test_resume_refuses_a_changed_replay_fraction(trained, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(trained, copy)
-    before = snapshot(copy)
+    before = usage_cases.snapshot(copy)
     result = run(f"--run_dir={copy}", "--resume", "--config_override=replay_fraction=0.5", timeout=120)
-    assert_one_line_error(result, "replay_fraction would change", "may change only")
-    assert snapshot(copy) == before
+    usage_cases.assert_one_line_error(result, "replay_fraction would change", "may change only")
+    assert usage_cases.snapshot(copy) == before
 
 
 def scalars(directory: pathlib.Path, tag: str) -> list[float]:

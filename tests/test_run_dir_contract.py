@@ -30,19 +30,6 @@ def run(*args, module=TRAIN, timeout=300):
     return subprocess.run([*module, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
-def assert_one_line_error(result, *fragments):
-    lines = [line for line in result.stderr.splitlines() if "error" in line]
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert "Traceback" not in result.stderr
-    assert len(lines) == 1, result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-
-
-def snapshot(directory: pathlib.Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     directory = tmp_path_factory.mktemp("runs") / "toy"
@@ -99,8 +86,8 @@ def test_resume_refuses_flags_that_change_the_experiment(finished_run, resumed_i
         result = run(f"--run_dir={copied_run}", "--resume", *args)
     else:
         result, copied_run = resumed_in_one_process[("--resume", *args)]
-    assert_one_line_error(result, f"{field} would change", "may change only total_frames")
-    assert snapshot(copied_run) == snapshot(finished_run[0])
+    usage_cases.assert_one_line_error(result, f"{field} would change", "may change only total_frames")
+    assert usage_cases.snapshot(copied_run) == usage_cases.snapshot(finished_run[0])
 
 
 def checkpoint_value(run_dir: pathlib.Path, name: str):
@@ -174,33 +161,33 @@ def test_overwrite_starts_afresh(copied_run):
 )
 def test_a_failed_start_leaves_nothing_behind(tmp_path, args, fragment):
     result = run(f"--run_dir={tmp_path / 'run'}", *args)
-    assert_one_line_error(result, fragment)
+    usage_cases.assert_one_line_error(result, fragment)
     assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.slow
 def test_corrupted_config_json_is_one_line_everywhere(copied_run):
     (copied_run / "config.json").write_text('{"env": "toy:catch", "colour": 1}')
-    before = snapshot(copied_run)
-    assert_one_line_error(run(f"--run_dir={copied_run}", "--resume"), "unknown config fields colour")
-    assert_one_line_error(run(f"--config={copied_run / 'config.json'}", "--role=actor",
+    before = usage_cases.snapshot(copied_run)
+    usage_cases.assert_one_line_error(run(f"--run_dir={copied_run}", "--resume"), "unknown config fields colour")
+    usage_cases.assert_one_line_error(run(f"--config={copied_run / 'config.json'}", "--role=actor",
                               "--replay_address=localhost:1"), "unknown config fields colour")  # fmt: skip
     evaluate = [sys.executable, "-m", "impala.evaluate"]
-    assert_one_line_error(run(str(copied_run), module=evaluate), "unknown config fields colour")
+    usage_cases.assert_one_line_error(run(str(copied_run), module=evaluate), "unknown config fields colour")
     (copied_run / "config.json").write_text("{not json")
-    assert_one_line_error(run(str(copied_run), module=evaluate), "is not valid JSON")
-    assert snapshot(copied_run) == {**before, "config.json": b"{not json"}
+    usage_cases.assert_one_line_error(run(str(copied_run), module=evaluate), "is not valid JSON")
+    assert usage_cases.snapshot(copied_run) == {**before, "config.json": b"{not json"}
 
 
 def test_a_busy_port_is_one_line(tmp_path):
     holder = reverb.Server([reverb.Table.queue("q", 1)])  # gRPC would silently share this port.
-    assert_one_line_error(run(f"--port={holder.port}", f"--run_dir={tmp_path / 'a'}"), "is already in use")
+    usage_cases.assert_one_line_error(run(f"--port={holder.port}", f"--run_dir={tmp_path / 'a'}"), "is already in use")
     holder.stop()
     with socket.socket() as other:
         other.bind(("0.0.0.0", 0))
         other.listen()
         port = other.getsockname()[1]
-        assert_one_line_error(run(f"--port={port}", "--role=server"), f"--port={port} is already in use")
+        usage_cases.assert_one_line_error(run(f"--port={port}", "--role=server"), f"--port={port} is already in use")
     assert not (tmp_path / "a").exists()
 
 

@@ -81,3 +81,18 @@ def run_cases(
     assert result.returncode == 0, result.stdout + result.stderr
     outcomes = [Outcome(**outcome) for outcome in json.loads(result.stdout.splitlines()[-1])]
     return {tuple(case): (outcome, run_dir) for case, outcome, run_dir in zip(cases, outcomes, run_dirs)}
+
+
+def assert_one_line_error(result: Outcome | subprocess.CompletedProcess, *fragments: str) -> None:
+    """Exit status 2, no traceback, and one line of stderr with "error" that holds every fragment."""
+    lines = [line for line in result.stderr.splitlines() if "error" in line]
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def snapshot(directory: pathlib.Path) -> dict[str, bytes]:
+    """Every file under `directory` and its bytes, to show that a refused command changed nothing."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
