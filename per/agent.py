@@ -193,7 +193,7 @@ class ReplayState(tf.train.experimental.PythonState):
                 keys = [int(k) for k in arrays["rank_keys"]]
                 r._rank._delta = dict(zip(keys, arrays["rank_delta"].tolist()))
                 r._rank._inserted_at = dict(zip(keys, arrays["rank_inserted_at"].tolist()))
-                r._rank._snapshot = arrays["rank_snapshot"].tolist()
+                r._rank._snapshot = arrays["rank_snapshot"]
                 r._rank._unseen = int(arrays["rank_unseen"])
 
 

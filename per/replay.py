@@ -35,11 +35,10 @@ full 10^6 replay: about 30 inserts in expectation).
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import sys
 import threading
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
 import reverb
@@ -120,7 +119,8 @@ class RankTracker:
     an item's rank is U + r, where U items have not been sampled yet (they hold
     the maximal priority, rank 1's) and r is its rank among the known. Between
     re-ranks an updated item gets the rank its |delta| would have in the last
-    sorted snapshot (a binary search), which is the approximation.
+    sorted snapshot (a binary search), which is the approximation. The sort
+    and the searches run in numpy (issue #13).
 
     A snapshot covering fewer than half the known items (at first it is empty,
     and every item would get rank 1, i.e. uniform sampling) forces an early
@@ -131,7 +131,7 @@ class RankTracker:
         self.alpha, self.capacity = alpha, capacity
         self._delta: dict[int, float] = {}
         self._inserted_at: dict[int, int] = {}
-        self._snapshot: list[float] = []  # -|delta| of known items, ascending.
+        self._snapshot = np.empty(0)  # -|delta| of known items, ascending.
         self._unseen = 0
 
     def forget_evicted(self, inserted: int) -> None:
@@ -151,24 +151,34 @@ class RankTracker:
         """
         return 2 * len(self._snapshot) < len(self._delta)
 
-    def priority(self, key: int, inserted_at: int, abs_delta: float) -> float:
-        self._delta[key], self._inserted_at[key] = abs_delta, inserted_at
-        rank = self._unseen + bisect.bisect_left(self._snapshot, -abs_delta) + 1
-        return rank**-self.alpha
+    def priorities(self, keys: list[int], inserted_at: list[int], abs_delta: np.ndarray) -> list[float]:
+        """The stored priorities p_i^alpha = rank(i)^-alpha of items with new |delta|s (PER §3.3)."""
+        self._delta.update(zip(keys, abs_delta.tolist()))
+        self._inserted_at.update(zip(keys, inserted_at))
+        ranks = self._unseen + np.searchsorted(self._snapshot, -abs_delta, side="left") + 1
+        return self._rank_priorities(ranks.tolist())
 
     def bytes_per_item(self) -> float:
         """The Python memory this tracker holds per known item: its containers and their entries."""
         entries = [*self._delta.items(), *self._inserted_at.items()]
-        size = sum(sys.getsizeof(x) for x in (self._delta, self._inserted_at, self._snapshot, *self._snapshot))
+        size = sum(sys.getsizeof(x) for x in (self._delta, self._inserted_at, self._snapshot))
         size += sum(sys.getsizeof(key) + sys.getsizeof(value) for key, value in entries)
         return size / max(len(self._delta), 1)
 
     def rerank(self, table_size: int) -> dict[int, float]:
-        """Exact priorities for every known live item."""
-        order = sorted(self._delta, key=self._delta.get, reverse=True)
-        self._unseen = max(table_size - len(order), 0)
-        self._snapshot = sorted(-d for d in self._delta.values())
-        return {key: (self._unseen + r) ** -self.alpha for r, key in enumerate(order, start=1)}
+        """Exact priorities for every known live item; equal |delta|s rank in the order they became known."""
+        n = len(self._delta)
+        keys = np.fromiter(self._delta, np.uint64, n)
+        negative = -np.fromiter(self._delta.values(), np.float64, n)
+        order = np.argsort(negative, kind="stable")
+        self._unseen = max(table_size - n, 0)
+        self._snapshot = negative[order]
+        return dict(zip(keys[order].tolist(), self._rank_priorities(range(self._unseen + 1, self._unseen + n + 1))))
+
+    def _rank_priorities(self, ranks: Iterable[int]) -> list[float]:
+        """rank^-alpha with Python's pow, as `_min_probability`'s: numpy's can differ in the last bit and so
+        push a global_min weight above 1."""
+        return [rank**-self.alpha for rank in ranks]
 
 
 class TransitionWriter:
@@ -210,10 +220,11 @@ class TransitionWriter:
 
     def unpack(self, items: Sequence[Sequence[np.ndarray]]) -> tuple[np.ndarray, list[np.ndarray]]:
         """Sampled items' columns -> ([B] ids, the five fields of the transitions, each [B, ...])."""
-        step = np.stack([columns[0] for columns in items])
+        # np.array copies a list of equal arrays in one C loop: half np.stack's time (issue #13).
+        step = np.array([columns[0] for columns in items])
         states = [self._states(columns) for columns in items]
-        observation = np.stack([s for s, _ in states])
-        next_observation = np.stack([s for _, s in states])
+        observation = np.array([s for s, _ in states])
+        next_observation = np.array([s for _, s in states])
         fields = [step[:, 1].astype(np.int32), step[:, 2].astype(np.float32), step[:, 3].astype(np.float32)]
         return step[:, 0].astype(np.int64), [observation, *fields, next_observation]
 
@@ -441,10 +452,9 @@ class PrioritizedReplay:
             self._check_observations(data[0])
         else:  # `add`'s items: every column has a leading step axis of 1.
             ids, *data = (np.stack(column)[:, 0] for column in zip(*columns))
-        self._inserted_at = {
-            key: item if item != UNKNOWN_INSERTION else self._first_sampled(key)
-            for key, item in zip(keys.tolist(), ids.tolist())
-        }
+        self._inserted_at = dict(zip(keys.tolist(), ids.tolist()))
+        for key in keys[ids == UNKNOWN_INSERTION].tolist():
+            self._inserted_at[key] = self._first_sampled(key)
         table_size = int(table_size)
         weights = priorities.importance_weights(
             probabilities, table_size, beta, self.config.weight_normalization,
@@ -510,7 +520,8 @@ class PrioritizedReplay:
 
     def inserted_at(self, keys: np.ndarray) -> np.ndarray:
         """[k] the insertion index of each of the last sample's `keys` (another key: taken as the newest)."""
-        return np.array([self._inserted_at.get(int(k), self.inserted) for k in keys], np.int64)
+        get = self._inserted_at.get
+        return np.array([get(k, self.inserted) for k in np.asarray(keys).tolist()], np.int64)
 
     def update(self, keys: np.ndarray, td_errors: np.ndarray) -> None:
         """Sets the priorities of the last sample's items from their new TD errors.
@@ -520,17 +531,18 @@ class PrioritizedReplay:
         """
         inserted_at = self.inserted_at(keys)
         live = inserted_at >= self.inserted - self.config.capacity  # Older items were evicted.
-        keys, inserted_at = np.asarray(keys)[live], inserted_at[live]
+        keys, inserted_at = np.asarray(keys)[live].tolist(), inserted_at[live]
         abs_delta = np.abs(np.asarray(td_errors, np.float64))[live]
         if len(keys) == 0:
             return
         if self._rank:
-            updates = {int(k): self._rank.priority(int(k), int(i), d) for k, i, d in zip(keys, inserted_at, abs_delta)}
+            new = self._rank.priorities(keys, inserted_at.tolist(), abs_delta)
         else:
-            new = priorities.proportional_priority(abs_delta, self.config.epsilon)
-            updates = {int(k): float(p) for k, p in zip(keys, new)}
-            self.max_priority = max(self.max_priority, float(new.max()))
-            self.min_priority = min(self.min_priority, float(new.min()))
+            proportional = priorities.proportional_priority(abs_delta, self.config.epsilon)
+            self.max_priority = max(self.max_priority, float(proportional.max()))
+            self.min_priority = min(self.min_priority, float(proportional.min()))
+            new = proportional.tolist()
+        updates = dict(zip(keys, new))  # A key sampled twice takes its last |delta|.
         self.client.mutate_priorities(self.table_name, updates=updates)
         self._updates += len(updates)
         if self._rank and (self._updates >= self.config.rerank_interval or self._rank.is_stale()):
