@@ -206,28 +206,46 @@ def test_toy_suite_runs_skips_retries_and_aggregates(tmp_path):
     assert (suite_dir / "per_game.png").stat().st_size and (suite_dir / "aggregate.png").stat().st_size
 
 
+def _ignore_sigint() -> None:
+    """As a background job of a non-interactive shell (`nohup ... &`) or a pytest-xdist worker starts."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _kill_processes_mentioning(text: str) -> None:
+    """SIGKILLs every process whose command line holds `text` (jobs run in sessions of their own)."""
+    for cmdline in pathlib.Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text in cmdline.read_bytes().decode(errors="replace"):
+                os.kill(int(cmdline.parent.name), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
+
+
 @pytest.mark.slow
-def test_a_sigint_to_the_driver_alone_checkpoints_the_running_job(tmp_path):
-    """`kill -INT DRIVER` (not the terminal's Ctrl-C to the whole group) still stops the job with a checkpoint."""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_driver_alone_checkpoints_the_running_job(tmp_path, signum):
+    """`kill -INT DRIVER` or `kill DRIVER` (not a terminal's Ctrl-C to the whole group) stops the job with a
+    checkpoint, also when the driver started with SIGINT ignored."""
     suite_dir = tmp_path / "suite"
     args = ["--agent=impala", "--preset=toy", "--suite=toy:catch", "--frames=1e7", f"--suite_dir={suite_dir}"]
     driver = subprocess.Popen(
         [sys.executable, "-m", "reproduce.suite", *args], cwd=REPO_ROOT, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True, preexec_fn=_ignore_sigint,
     )  # fmt: skip
     run_dir = suite_dir / "catch_s0"
     try:
         wait_for(lambda: episodes_logged(run_dir), what="the job's first episodes")
-        driver.send_signal(signal.SIGINT)
+        driver.send_signal(signum)
         output, _ = driver.communicate(timeout=120)
-    finally:
+        assert driver.returncode == 130 and "interrupted: run the same command to resume" in output, output
+        assert "interrupted: saved checkpoint at step" in (suite_dir / "logs" / "catch_s0.log").read_text()
+        assert max(checkpoint_steps(run_dir)) > 0 and not (run_dir / "final.json").exists()
+        actors = [int(pid) for pid in (run_dir / "actor_pids").read_text().split()]
+        wait_for(lambda: not any(alive(pid) for pid in actors), timeout=30, what="the job's actors to exit")
+    finally:  # After a failure, nothing of the suite may outlive the test.
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
-    assert driver.returncode == 130 and "interrupted: run the same command to resume" in output, output
-    assert "interrupted: saved checkpoint at step" in (suite_dir / "logs" / "catch_s0.log").read_text()
-    assert max(checkpoint_steps(run_dir)) > 0 and not (run_dir / "final.json").exists()
-    actors = [int(pid) for pid in (run_dir / "actor_pids").read_text().split()]
-    wait_for(lambda: not any(alive(pid) for pid in actors), timeout=30, what="the job's actors to exit")
+        _kill_processes_mentioning(str(suite_dir))
 
 
 def test_the_suite_package_is_not_a_reproduce_study():

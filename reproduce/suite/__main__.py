@@ -173,6 +173,11 @@ def _run(todo: list[_plan.Job], suite: _plan.Suite, suite_dir: pathlib.Path, eng
     (suite_dir / "logs").mkdir(exist_ok=True)
     running, failed, durations, start = [], [], [], time.monotonic()
     total = len(pending)
+    # SIGINT and SIGTERM both stop the suite with its jobs checkpointed, even when the driver inherited SIGINT
+    # ignored (a background job of a non-interactive shell, `nohup ... &`), where Python raises no
+    # KeyboardInterrupt; the jobs, in their own sessions, would otherwise outlive a SIGTERMed driver.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.default_int_handler)
     try:
         while pending or running:
             while pending and len(running) < engine.slots():

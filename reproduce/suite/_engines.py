@@ -45,9 +45,9 @@ def spawn(command: Sequence[str], log: pathlib.Path, new_session: bool = False) 
 class Local:
     """`jobs` job subprocesses at a time on this machine, each in its own session.
 
-    The driver alone receives a Ctrl-C (or a `kill -INT` of its pid) and hands
-    it to each job's whole process group, as a Ray task does: a SIGINT sent to
-    the driver only would otherwise leave the jobs running while it waits.
+    The driver alone receives a Ctrl-C (or a `kill -INT` or `kill` of its pid)
+    and hands a SIGINT to each job's whole process group, as a Ray task does: a
+    signal sent to the driver only would otherwise leave the jobs running.
     """
 
     def __init__(self, jobs: int):
