@@ -10,21 +10,22 @@ import pkgutil
 import reproduce
 
 # Measured seconds of each script on the project's 2-core machine: (quick, full).
-# Quick: `python -m reproduce --profile quick` at 0c99d52 on a loaded machine
-# (load ~8, ~45% CPU steal), so an upper bound. Full: the committed results'
-# own wall times (their provenance), and for studies still being assembled the
-# measured time per job times the jobs.
+# Quick: `python -m reproduce --profile quick` at 862909f from a fresh clone on an
+# idle machine, 9 min 47 s in all, on a slow day for this host (its raw Atari env
+# ran at a third of its best speed); loaded (0c99d52: load ~8) it took 33 min.
+# Full: the committed results' own wall times (their provenance), and for studies
+# still being assembled the measured time per job times the jobs.
 EXPECTED_S = {
-    "reproduce.impala.atari": (242, 5_524),  # Full: results/impala/full/atari (Pong, 50M frames, 30 episodes).
-    "reproduce.impala.minatar": (909, 3_586),  # Full: its 5 runs' final.json, 620-894 s each.
-    "reproduce.impala.vtrace_operator": (16, 26),
+    "reproduce.impala.atari": (68, 5_524),  # Full: results/impala/full/atari (Pong, 50M frames, 30 episodes).
+    "reproduce.impala.minatar": (206, 3_586),  # Full: its 5 runs' final.json, 620-894 s each.
+    "reproduce.impala.vtrace_operator": (2, 26),
     # Full: Fig. 2 left 4,175 s and right's 2 more jobs ~2,000 s, App. Fig. 4 right
     # 3,772 s (committed); IMPALA Table 2's 24 jobs ~300-1,100 s each (~5 h);
     # 5 nine-agent sweeps (Fig. 3, App. Fig. 4 left) at ~9 x 1,100 s (~14 h).
-    "reproduce.laser.minatar": (401, 80_000),
-    "reproduce.laser.propositions": (41, 21),
-    "reproduce.per.cliffwalk": (46, 635),
-    "reproduce.per.minatar": (348, 140_000),  # Full: 15 runs at the committed run's 9,329 s.
+    "reproduce.laser.minatar": (190, 80_000),
+    "reproduce.laser.propositions": (8, 21),
+    "reproduce.per.cliffwalk": (9, 635),
+    "reproduce.per.minatar": (105, 140_000),  # Full: 15 runs at the committed run's 9,329 s.
     "reproduce.scores.published_tables": (1, 5),
 }
 
