@@ -191,8 +191,9 @@ def _run(todo: list[_plan.Job], suite: _plan.Suite, suite_dir: pathlib.Path, eng
                 counts = (total, len(durations), len(running), len(pending), len(failed))
                 _progress(*counts, durations, start, engine.slots())
     except KeyboardInterrupt:
-        # The jobs' runs save a checkpoint; wait for that.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # The jobs' runs save a checkpoint; wait for that, whatever signal comes next.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
         engine.interrupt([item.handle for item in running])
         print("interrupted: run the same command to resume", file=sys.stderr)
         sys.exit(130)
