@@ -313,9 +313,10 @@ class DqnAgent(PrioritizedDqn):
             transitions, ended = self.actor.step(epsilon)
             for stream, transition in enumerate(transitions):
                 self.replay.add_transition(transition, stream)
-            self.learner.count_agent_steps(len(transitions))
-            self._items = min(self._items + len(transitions), self.config.replay_capacity)
             episodes += ended
+        # Counted once per act(): a variable's update costs about as much as a small network's forward pass.
+        self.learner.count_agent_steps(self.config.update_period)
+        self._items = min(self._items + self.config.update_period, self.config.replay_capacity)
         return episodes
 
     def learning_started(self) -> bool:

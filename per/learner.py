@@ -108,7 +108,6 @@ class Learner(tf.Module):
         if self._compiled is None:  # Calling the concrete function skips tf.function's argument matching.
             self._compiled = self._update.get_concrete_function(*inputs)
         loss, td_error = self._compiled(*inputs)
-        self.steps.assign_add(1)
         self.step_count += 1
         copied = self.step_count % self.config.target_update_period == 0
         if copied:
@@ -133,4 +132,5 @@ class Learner(tf.Module):
             )  # fmt: skip
         gradients = tape.gradient(result.loss, self.network.trainable_variables)
         self.optimizer.apply(gradients, tf.constant(c.learning_rate, tf.float32))
+        self.steps.assign_add(1)  # Here rather than in Python: one dispatch fewer per update.
         return result.loss, result.td_error
