@@ -26,7 +26,7 @@ agent steps, and so frames, the beta schedule, epsilon and `--frames`, are
 the transitions the table has received (its rate limiter's insert count);
 finished games come through the `episodes` queue.
 
-Each env stream's frames are stored once, in chunks of `CHUNK_LENGTH`
+Each env stream's frames are stored once, in chunks of `per.replay.CHUNK_LENGTH`
 steps, and transition items reference them (`per.replay.TransitionWriter`,
 issue #12; measured by `per.benchmark_memory`). The writers flush every
 chunk's worth of transitions rather than before each sample, so the sampler
@@ -61,7 +61,7 @@ from per import networks, td_errors
 from per.actor import Actor, ApexActor, Broadcast, publish, read_episodes
 from per.config import PerConfig
 from per.learner import FIELDS, Learner
-from per.replay import PrioritizedReplay
+from per.replay import CHUNK_LENGTH, PrioritizedReplay
 
 REPLAY_TABLE = "replay"
 # Finished games' (return, length), from actor processes to the learner. The
@@ -69,13 +69,6 @@ REPLAY_TABLE = "replay"
 # never waits on it.
 EPISODES_TABLE = "episodes"
 EPISODES_CAPACITY = 10_000
-# Steps of an env stream per Reverb chunk. Longer chunks compress better (a
-# chunk of 32 Pong frames costs a fraction of 32 one-frame chunks; see
-# results/per/benchmarks/memory.md), but the sampler decompresses every chunk
-# an item references, whole: against 32, 16-step chunks took 25% less CPU per
-# sample+update of Pong items and 15% less of MinAtar's at 10^5 (none at
-# 10^4), for 2-13% more memory per frame (issue #13, on a loaded machine).
-CHUNK_LENGTH = 16
 # Agent steps between copies of theta to the actors: the learner publishes
 # every PARAMS_PERIOD agent steps of all actors, an actor copies every
 # PARAMS_PERIOD of its own. Ape-X's actors copied every 400 frames, 100 Atari

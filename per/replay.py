@@ -53,6 +53,13 @@ UNKNOWN_INSERTION = -1
 # A sampled item starts with Reverb's SampleInfo: key, probability, table_size, priority, times_sampled.
 SAMPLE_INFO = 5
 UNLIMITED = -1  # A sampler's max_samples: draw until closed.
+# Steps of an env stream per Reverb chunk. Longer chunks compress better (a
+# chunk of 32 Pong frames costs a fraction of 32 one-frame chunks; see
+# results/per/benchmarks/memory.md), but the sampler decompresses every chunk
+# an item references, whole: against 32, 16-step chunks took 25% less CPU per
+# sample+update of Pong items and 15% less of MinAtar's at 10^5 (none at
+# 10^4), for 2-13% more memory per frame (issue #13, on a loaded machine).
+CHUNK_LENGTH = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -361,7 +368,7 @@ class PrioritizedReplay:
         flush_every: int = 256,
         *,
         frame_stack: int = 1,
-        chunk_length: int = 32,
+        chunk_length: int = CHUNK_LENGTH,
         max_unseen: int = 0,
         sole_writer: bool = True,
         sample_timeout_ms: int = -1,
