@@ -27,8 +27,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test: lint
-	# Whole files per worker: a module's expensive fixtures (trained runs) are built once.
-	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadfile tests
+	# Whole files per worker: a module's expensive fixtures (trained runs) are built once. Files go out in
+	# collection order, which tests/conftest.py starts with the longest.
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder tests
 
 reproduce: $(STAMP)
 	$(BIN)/python -m reproduce --profile $(PROFILE)
