@@ -212,6 +212,23 @@ def rate(row: dict[str, str]) -> int:
     return int(row["frames_per_s"])
 
 
+def peers(base: pathlib.Path) -> Cells:
+    """Our mean end-to-end rate against each peer configuration's, and the ratio to the peer's best."""
+    rates: dict[tuple[str, str], list[int]] = collections.defaultdict(list)
+    for r in read_csv(base):
+        rates[r["system"], r["config"]].append(rate(r))
+    means = {key: sum(values) / len(values) for key, values in rates.items()}
+    ours = max(v for (system, _), v in means.items() if system == "ours")
+    peer = {k: v for k, v in means.items() if k[0] != "ours"}
+    (best_system, best_config), best = max(peer.items(), key=lambda item: item[1])
+    others = ", ".join(f"{config} {v:,.0f}" for (_, config), v in sorted(peer.items(), key=lambda item: -item[1]))
+    runs = max(len(values) for values in rates.values())
+    return Cells(
+        f"{ours / best:.2f}× {best_system}'s best ({best_config}): ours {ours:,.0f} frames/s, {best_system} "
+        f"{others} (means of {runs} alternating runs)"
+    )
+
+
 # ---------------------------------------------------------------- suites
 
 
@@ -513,6 +530,15 @@ STUDIES: tuple[Study, ...] = (
         "benchmark",
         "impala/benchmarks/throughput",
         impala_throughput,
+    ),
+    Study(
+        "IMPALA",
+        "End to end against sample-factory 2.1.1 (APPO), Pong, matched settings, 2 acting processes",
+        "`python -m reproduce.benchmarks.peers --peer sample_factory`",
+        "`impala/benchmarks/peers.{csv,md}`",
+        "benchmark",
+        "impala/benchmarks/peers",
+        peers,
     ),
     Study(
         "Prioritized replay",

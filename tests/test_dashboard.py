@@ -104,3 +104,18 @@ def test_suite_headline_is_the_aggregates_with_their_intervals(tmp_path):
     )
     assert paper == "Young & Tian's DQN at 5M frames: 1.00 by definition"
     assert commits == "runs: `bbbbbbb`; assembled: `aaaaaaa`"
+
+
+def test_peers_headline_is_our_mean_over_the_peers_best_mean(tmp_path):
+    header = "system,config,run,frames_per_s,window_s,load_1min_start,load_1min_end,steal_pct,started_utc,note\n"
+    runs = [("ours", "a", 1, 3000), ("peer", "fast", 1, 2000), ("peer", "slow", 1, 900),
+            ("ours", "a", 2, 5000), ("peer", "fast", 2, 3000), ("peer", "slow", 2, 1100)]  # fmt: skip
+    body = "".join(f"{s},{c},{r},{fps},90,0,0,0,2026-11-22T00:00:00+00:00,\n" for s, c, r, fps in runs)
+    write(tmp_path / "impala/benchmarks/peers.csv", header + body)
+    write(tmp_path / "impala/benchmarks/peers.provenance.json", record("c" * 40))
+    ours, _, commits = dashboard.cells(study("impala/benchmarks/peers"), tmp_path)
+    # Ours 4,000 on average, the peer's best configuration 2,500: 1.6x.
+    assert ours == (
+        "1.60× peer's best (fast): ours 4,000 frames/s, peer fast 2,500, slow 1,000 (means of 2 alternating runs)"
+    )
+    assert commits == "`ccccccc`"
