@@ -10,6 +10,7 @@ maximal priority; the learner counts the table's inserts and publishes.
 
 import dataclasses
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -366,9 +367,13 @@ def test_an_actor_acts_with_the_newest_parameters_and_stores_at_their_max_priori
     for got, want in zip(actor._actor.network.trainable_variables, theta[1].trainable_variables):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
 
-    # Every finished game reaches the episodes queue once, as (return, length).
+    # Every finished game reaches the episodes queue once, as (return, length). The writer sends its items
+    # from a thread of its own, so the newest may still be on their way: wait for them, then read.
     ends = [j for j, (t, _, _) in enumerate(stored) if t.terminal]
     lengths = np.diff([-1, *ends]).tolist()
+    deadline = time.monotonic() + 10
+    while client.server_info()[agent_lib.EPISODES_TABLE].current_size < len(ends) and time.monotonic() < deadline:
+        time.sleep(0.01)
     finished = client.server_info()[agent_lib.EPISODES_TABLE].current_size
     episodes = actor_lib.read_episodes(client, agent_lib.EPISODES_TABLE, finished)
     assert len(ends) >= 10 and [length for _, length in episodes] == lengths
