@@ -229,6 +229,19 @@ def peers(base: pathlib.Path) -> Cells:
     )
 
 
+def learning_check(base: pathlib.Path) -> Cells:
+    """The committed MinAtar return against our seeds' spread at the end, and how many checkpoints agree."""
+    rows = read_csv(base)
+    last = rows[-1]
+    within = sum(r["within"] == "True" for r in rows[:-1])
+    verdict = "within" if last["within"] == "True" else "OUTSIDE"
+    return Cells(
+        f"committed {float(last['reference']):.2f} {verdict} ours {float(last['mean']):.2f} ± 2 × "
+        f"{float(last['sd']):.2f} (last-100; seeds {float(last['min']):.2f}–{float(last['max']):.2f}); "
+        f"the curve within at {within} of {len(rows) - 1} checkpoints"
+    )
+
+
 # ---------------------------------------------------------------- suites
 
 
@@ -539,6 +552,15 @@ STUDIES: tuple[Study, ...] = (
         "benchmark",
         "impala/benchmarks/peers",
         peers,
+    ),
+    Study(
+        "IMPALA",
+        "Learning unchanged by the throughput work: MinAtar Breakout at this commit against the committed run",
+        "`python -m reproduce.benchmarks.learning_check --profile full`",
+        "`impala/benchmarks/learning_check.{csv,md,png}`",
+        "reduced: MinAtar, 3 seeds × 5M frames",
+        "impala/benchmarks/learning_check",
+        learning_check,
     ),
     Study(
         "Prioritized replay",

@@ -3,7 +3,9 @@
 import json
 import pathlib
 
+from common.results import write_csv
 from reproduce import dashboard
+from reproduce.benchmarks.learning_check import compare
 
 
 def test_committed_dashboard_is_what_the_results_generate():
@@ -119,3 +121,21 @@ def test_peers_headline_is_our_mean_over_the_peers_best_mean(tmp_path):
         "1.60× peer's best (fast): ours 4,000 frames/s, peer fast 2,500, slow 1,000 (means of 2 alternating runs)"
     )
     assert commits == "`ccccccc`"
+
+
+def test_learning_check_headline_reads_the_csv_the_check_writes(tmp_path):
+    reference_curve = {f: 5.0 for f in range(0, 1_000_000, 100_000)}
+    summaries = [
+        {"frames": 1_000_000, "last100": last100, "curve": {str(f): v for f in reference_curve}}
+        for last100, v in ((18.0, 4.0), (22.0, 6.0))
+    ]
+    rows = compare.comparison_rows(21.0, reference_curve, summaries)
+    (tmp_path / "impala/benchmarks").mkdir(parents=True)
+    write_csv(tmp_path / "impala/benchmarks/learning_check.csv", rows)
+    write(tmp_path / "impala/benchmarks/learning_check.provenance.json", record("d" * 40))
+    ours, _, _ = dashboard.cells(study("impala/benchmarks/learning_check"), tmp_path)
+    # Mean 20, sd 2.83: 21 is within; the checkpoints' committed 5.0 is the seeds' mean, within.
+    assert ours == (
+        "committed 21.00 within ours 20.00 ± 2 × 2.83 (last-100; seeds 18.00–22.00); "
+        "the curve within at 5 of 5 checkpoints"
+    )
