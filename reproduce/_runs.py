@@ -6,6 +6,12 @@ study continues where it stopped. Reuse is never silent: a run is reused only
 if it was started with the same flags, and the script says which run it
 reuses and the commit that trained it. `--fresh` (`define_flags`) retrains:
 the old run directory is moved aside, never deleted.
+
+A study too long for one sitting (`reproduce.per.minatar`, `reproduce.per.atari`)
+keeps a summary per finished job in results/ (`summarise_run`, `write_summary`),
+which is committed where the runs are not; a job summarised earlier is not
+trained again (`summary_kept`), and the study is rebuilt from every summary
+present (`load_summaries`, `study_record`).
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ import shlex
 import signal
 import subprocess
 import sys
-from typing import Callable
+import time
+from typing import Callable, Collection
 
 import numpy as np
 
@@ -27,6 +34,23 @@ from reproduce import REPO_ROOT
 
 # Flags of a training command that name where it runs, not what it trains.
 _PLACEMENT_FLAGS = ("--run_dir", "--resume", "--overwrite")
+
+
+def check_choices(what: str, given: list[str], accepted: Collection[str]) -> None:
+    """Refuses names not in `accepted` (unknown games, variants...), listing those that are."""
+    unknown = [name for name in given if name not in accepted]
+    if unknown:
+        raise UsageError(f"unknown {what}(s) {unknown}; accepted: {', '.join(accepted)}")
+
+
+def whole_budget(frames: float, episodes: int) -> int:
+    """`frames` as a whole number, after checking it and the evaluation `episodes` are whole numbers >= 1.
+
+    `--frames` is a float flag so that 5e7 is accepted; 0.5 or 0 is then a mistake, not "unset".
+    """
+    if frames < 1 or not float(frames).is_integer() or episodes < 1:
+        raise UsageError(f"--frames={frames:g} and --eval_episodes={episodes}: need a whole number >= 1 each")
+    return int(frames)
 
 
 def train(module: str, run_dir: pathlib.Path, flags: list[str], fresh: bool = False) -> dict:
@@ -47,6 +71,13 @@ def train(module: str, run_dir: pathlib.Path, flags: list[str], fresh: bool = Fa
         command.append("--resume")
     run_to_completion(command, run_dir, final.exists)
     return json.loads(final.read_text())
+
+
+def evaluate(module: str, run_dir: pathlib.Path, episodes: int, seed: int) -> dict:
+    """Evaluates the run's latest checkpoint with `python -m module` (an agent's `evaluate`); returns its result."""
+    command = [sys.executable, "-m", module, str(run_dir), f"--episodes={episodes}", f"--seed={seed}"]
+    subprocess.run(command, cwd=REPO_ROOT, check=True)
+    return json.loads(sorted(run_dir.glob("eval_step*.json"), key=lambda p: int(p.stem[9:]))[-1].read_text())
 
 
 def started_flags(run_dir: pathlib.Path) -> list[str] | None:
@@ -92,6 +123,67 @@ def kept_summary(path: pathlib.Path) -> str:
     records = [summary.get("run_provenance"), *(a.get("run_provenance") for a in summary.get("agents", []))]
     commits = dict.fromkeys(str(r.get("commit", "unknown"))[:10] for r in records if r)
     return f"{path} (commit {' and '.join(commits) or 'unknown'})"
+
+
+def summary_kept(path: pathlib.Path, fresh: bool) -> bool:
+    """Whether the job summarised in `path` is kept, not trained again (it exists and `fresh` is off); says so."""
+    if fresh or not path.exists():
+        return False
+    print(f"{path.stem}: summarised earlier, kept: {kept_summary(path)}", flush=True)
+    return True
+
+
+def summarise_run(run_dir: pathlib.Path, final: dict, curve_points: int) -> dict:
+    """A finished training run as a job summary keeps it: its budget, last-100 return, curve, config and record.
+
+    The curve is the 100-episode trailing mean at up to `curve_points` episodes.
+    """
+    frames, returns = read_episodes(run_dir)
+    trailing = trailing_mean(returns, 100)
+    # From the 100th episode on: a trailing mean over fewer episodes is mostly noise.
+    points = np.unique(np.linspace(min(99, len(returns) - 1), len(returns) - 1, curve_points).astype(int))
+    points = points[points >= 0]  # A run that finished no episode has no curve.
+    return {
+        "frames": final["frames"], "episodes": len(returns),
+        "last100": round(float(returns[-100:].mean()), 3) if len(returns) else None,
+        "wall_time_s": final.get("wall_time_s"),
+        "curve": {"frames": frames[points].astype(int).tolist(), "trailing100": trailing[points].round(3).tolist()},
+        "config": json.loads((run_dir / "config.json").read_text()),
+        "run_provenance": run_provenance(run_dir),
+    }  # fmt: skip
+
+
+def write_summary(directory: pathlib.Path, name: str, summary: dict, run_dir: pathlib.Path) -> None:
+    """Writes a job's summary, `directory/<name>.json`, and beside it its run's own record.
+
+    The run's record (commit, command, segments) is copied: the run directory itself is not committed.
+    """
+    (directory / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (directory / f"{name}.provenance.json").write_text((run_dir / "provenance.json").read_text())
+
+
+def load_summaries(directory: pathlib.Path) -> list[dict]:
+    """The job summaries in `directory`, by name (not the run records beside them)."""
+    paths = [p for p in sorted(directory.glob("*.json")) if not p.name.endswith(".provenance.json")]
+    return [json.loads(p.read_text()) for p in paths]
+
+
+def study_record(jobs: dict[str, dict], scale: str, start: float) -> dict:
+    """`provenance.write`'s fields for a study assembled from job summaries (`jobs`, by job name).
+
+    Its wall time is the jobs' own (their summaries'), not the assembly's, which `start` (its `time.time()`) gives;
+    each run's own record comes along.
+    """
+    summaries = jobs.values()
+    return {
+        "config": {name: s["config"] for name, s in jobs.items()},
+        "seeds": sorted({s["seed"] for s in summaries}), "frames": sum(s["frames"] for s in summaries),
+        "wall_time_s": sum(s["wall_time_s"] or 0.0 for s in summaries), "scale": scale,
+        "extra": {
+            "assembled_in_s": round(time.time() - start, 1),
+            "run_provenance": {name: s["run_provenance"] for name, s in jobs.items()},
+        },
+    }  # fmt: skip
 
 
 def set_aside(run_dir: pathlib.Path) -> pathlib.Path | None:

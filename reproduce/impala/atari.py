@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 import time
 
 import matplotlib
@@ -30,7 +28,6 @@ from absl import flags  # noqa: E402
 import reproduce  # noqa: E402
 from common import cli, provenance, scores  # noqa: E402
 from common.envs.atari import ATARI57  # noqa: E402
-from common.errors import UsageError  # noqa: E402
 from reproduce import _runs  # noqa: E402
 
 reproduce.define_flags()
@@ -49,29 +46,11 @@ def published_shallow() -> dict[str, float]:
         return {r["game"]: float(r["impala_shallow"]) for r in csv.DictReader(f)}
 
 
-def evaluate(run_dir, episodes: int, seed: int) -> dict:
-    command = [
-        sys.executable,
-        "-m",
-        "impala.evaluate",
-        str(run_dir),
-        f"--episodes={episodes}",
-        f"--seed={seed}",
-    ]
-    subprocess.run(command, cwd=reproduce.REPO_ROOT, check=True)
-    return json.loads(sorted(run_dir.glob("eval_step*.json"), key=lambda p: int(p.stem[9:]))[-1].read_text())
-
-
 def main(argv: list[str]) -> None:
     start = time.time()
-    unknown = [g for g in FLAGS.games if g not in ATARI57]
-    if unknown:
-        raise UsageError(f"unknown atari game(s) {unknown}; accepted: {', '.join(ATARI57)}")
-    frames = FRAMES[FLAGS.profile] if FLAGS.frames is None else FLAGS.frames
+    _runs.check_choices("atari game", FLAGS.games, ATARI57)
     episodes = EVAL_EPISODES[FLAGS.profile] if FLAGS.eval_episodes is None else FLAGS.eval_episodes
-    if frames < 1 or not float(frames).is_integer() or episodes < 1:
-        raise UsageError(f"--frames={frames:g} and --eval_episodes={episodes}: need a whole number >= 1 each")
-    frames = int(frames)
+    frames = _runs.whole_budget(FRAMES[FLAGS.profile] if FLAGS.frames is None else FLAGS.frames, episodes)
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"impala_atari_{FLAGS.profile}"
     published = published_shallow()
     rows, curves, finals = [], [], {}
@@ -83,7 +62,7 @@ def main(argv: list[str]) -> None:
             ["--preset=atari_shallow", f"--env=atari:{game}", f"--frames={frames}", f"--seed={FLAGS.seed}"],
             FLAGS.fresh,
         )  # fmt: skip
-        result = evaluate(run_dir, episodes, FLAGS.seed + 1)
+        result = _runs.evaluate("impala.evaluate", run_dir, episodes, FLAGS.seed + 1)
         episode_frames, returns = _runs.read_episodes(run_dir)
         curves += _runs.binned_curve(game, episode_frames, returns, final["frames"], max(frames // 50, 1))
         rows.append({

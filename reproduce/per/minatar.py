@@ -37,7 +37,6 @@ seed, frames, last100, ...`), minatar.md, minatar.png, minatar.provenance.json.
 from __future__ import annotations
 
 import csv
-import json
 import pathlib
 import time
 
@@ -82,31 +81,14 @@ def job_name(game: str, variant: str, seed: int) -> str:
 
 
 def summarise(run_dir: pathlib.Path, game: str, variant: str, seed: int, final: dict) -> dict:
-    """One finished run as a self-contained record: score, curve and where it came from."""
-    episode_frames, returns = _runs.read_episodes(run_dir)
-    trailing = _runs.trailing_mean(returns, 100)
-    # From the 100th episode on: a trailing mean over fewer episodes is mostly noise.
-    points = np.unique(np.linspace(min(99, len(returns) - 1), len(returns) - 1, CURVE_POINTS).astype(int))
+    """One finished run as a self-contained record: score, curve, App. Fig. 10's snapshots and where it came from."""
     return {
-        "game": game, "variant": variant, "seed": seed, "frames": final["frames"], "episodes": len(returns),
-        "last100": round(float(returns[-100:].mean()), 3),
-        "wall_time_s": final.get("wall_time_s"),
-        "curve": {
-            "frames": episode_frames[points].astype(int).tolist(),
-            "trailing100": trailing[points].round(3).tolist(),
-        },
+        "game": game, "variant": variant, "seed": seed, **_runs.summarise_run(run_dir, final, CURVE_POINTS),
         "td_errors": [
             {**s, "abs_td_error": np.round(s.get("abs_td_error", []), 6).tolist()}
             for s in td_errors.read(run_dir / td_errors.FILE)
         ],
-        "config": json.loads((run_dir / "config.json").read_text()),
-        "run_provenance": _runs.run_provenance(run_dir),
     }  # fmt: skip
-
-
-def load_summaries(directory: pathlib.Path) -> list[dict]:
-    paths = [p for p in sorted(directory.glob("*.json")) if not p.name.endswith(".provenance.json")]
-    return [json.loads(p.read_text()) for p in paths]
 
 
 def frames_to_reach(summary: dict, score: float) -> int | None:
@@ -252,10 +234,8 @@ def job_flags(arm: str, game: str, frames: int, seed: int) -> list[str]:
 def main(argv: list[str]) -> None:
     start = time.time()
     games = FLAGS.games or DEFAULT_GAMES[FLAGS.profile]
-    for name, given, accepted in (("minatar game", games, GAMES), ("arm", FLAGS.variants, ARMS)):
-        unknown = [x for x in given if x not in accepted]
-        if unknown:
-            raise UsageError(f"unknown {name}(s) {unknown}; accepted: {', '.join(accepted)}")
+    _runs.check_choices("minatar game", games, GAMES)
+    _runs.check_choices("arm", FLAGS.variants, ARMS)
     if FLAGS.seeds < 1:
         raise UsageError(f"--seeds={FLAGS.seeds}: must be >= 1")
     frames = FRAMES[FLAGS.profile]
@@ -267,17 +247,12 @@ def main(argv: list[str]) -> None:
         for game in games:
             for arm in FLAGS.variants:
                 name = job_name(game, arm, seed)
-                summary_path = summaries_dir / f"{name}.json"
-                if summary_path.exists() and not FLAGS.fresh:
-                    print(f"{name}: summarised earlier, kept: {_runs.kept_summary(summary_path)}", flush=True)
+                if _runs.summary_kept(summaries_dir / f"{name}.json", FLAGS.fresh):
                     continue
                 final = _runs.train("per.train", runs / name, job_flags(arm, game, frames, seed), FLAGS.fresh)
-                summary = summarise(runs / name, game, arm, seed, final)
-                summary_path.write_text(json.dumps(summary, indent=1) + "\n")
-                # The run's own record (commit, command, segments), beside its summary.
-                (summaries_dir / f"{name}.provenance.json").write_text((runs / name / "provenance.json").read_text())
+                _runs.write_summary(summaries_dir, name, summarise(runs / name, game, arm, seed, final), runs / name)
 
-    summaries = load_summaries(summaries_dir)
+    summaries = _runs.load_summaries(summaries_dir)
     reference = published()
     main_runs = [s for s in summaries if s["variant"] in VARIANTS]
     rows = table_rows(main_runs, reference)
@@ -303,17 +278,9 @@ def main(argv: list[str]) -> None:
 
 def write_provenance(out: pathlib.Path, stem: str, summaries: list[dict], start: float) -> None:
     """`stem`.provenance.json: assembled from `summaries`, each with its run's own record."""
-    provenance.write(
-        out, f"{stem}.provenance.json",
-        config={job_name(s["game"], s["variant"], s["seed"]): s["config"] for s in summaries},
-        seeds=sorted({s["seed"] for s in summaries}), frames=sum(s["frames"] for s in summaries),
-        wall_time_s=sum(s["wall_time_s"] or 0.0 for s in summaries),
-        scale=f"reduced ({FLAGS.profile}): MinAtar; assembled from {len(summaries)} runs in minatar_runs/",
-        extra={
-            "assembled_in_s": round(time.time() - start, 1),
-            "run_provenance": {job_name(s["game"], s["variant"], s["seed"]): s["run_provenance"] for s in summaries},
-        },
-    )  # fmt: skip
+    jobs = {job_name(s["game"], s["variant"], s["seed"]): s for s in summaries}
+    scale = f"reduced ({FLAGS.profile}): MinAtar; assembled from {len(jobs)} runs in minatar_runs/"
+    provenance.write(out, f"{stem}.provenance.json", **_runs.study_record(jobs, scale, start))
 
 
 if __name__ == "__main__":

@@ -68,13 +68,11 @@ def main(argv: list[str]) -> None:
     for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds):
         name = f"{FLAGS.profile}_{FLAGS.game}_s{seed}"
         path = summaries_dir / f"{name}.json"
-        if path.exists() and not FLAGS.fresh:
-            print(f"{name}: summarised earlier, kept: {_runs.kept_summary(path)}", flush=True)
-        else:
+        if not _runs.summary_kept(path, FLAGS.fresh):
             job = ["--preset=minatar", f"--env=minatar:{FLAGS.game}", f"--frames={frames}", f"--seed={seed}"]
             final = _runs.train("impala.train", runs / name, job, FLAGS.fresh)
-            path.write_text(json.dumps(compare.summarise(runs / name, FLAGS.game, seed, final, width), indent=1) + "\n")
-            (summaries_dir / f"{name}.provenance.json").write_text((runs / name / "provenance.json").read_text())
+            summary = compare.summarise(runs / name, FLAGS.game, seed, final, width)
+            _runs.write_summary(summaries_dir, name, summary, runs / name)
         summaries.append(json.loads(path.read_text()))
 
     rows = compare.comparison_rows(float(reference["impala_last100"]), reference_curve, summaries)
