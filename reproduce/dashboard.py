@@ -29,7 +29,9 @@ from typing import Callable, Iterable, NamedTuple
 from common import cli
 from common.errors import UsageError
 from common.results import RESULTS
+from reproduce import _runs
 from reproduce.laser import _studies as laser_studies
+from reproduce.per import _atari as per_atari_study
 
 NOT_RUN = "not run yet"
 
@@ -385,6 +387,45 @@ def per_fig12(base: pathlib.Path) -> Cells:
     return Cells(f"{len(rows)} runs; last-100 return: " + ", ".join(f"{k} {v}" for k, v in scores.items()))
 
 
+def per_atari(base: pathlib.Path) -> Cells:
+    """Each run's evaluation return (no-op starts) and frames, beside PER's at 200M frames from human starts."""
+    rows = read_csv(base)
+    # The paper's columns are results/published/per_table7_raw.csv's and per_table6_normalized.csv's.
+    paper = dict.fromkeys((r["game"], r["variant"], r["per_200M"], r["per_200M_normalized"]) for r in rows)
+    return Cells(
+        "; ".join(
+            f"{atari_run(r)}: eval {r['eval_mean_return']} ({percent(r['eval_human_normalized'])} human, "
+            f"{r['eval_episodes']} episodes from no-op starts) at {int(r['frames']):,} frames; training last-100 "
+            f"{r['train_last100']}"
+            for r in rows
+        ),
+        "PER Tables 7 and 6, 200M frames, human starts: "
+        + ", ".join(
+            f"{game} {variant} {score} ({percent(normalized)} human)" for game, variant, score, normalized in paper
+        ),
+    )
+
+
+def atari_run(summary: dict) -> str:
+    """`game variant`, and `sN` for a seed other than 0."""
+    seed = int(summary["seed"])
+    return f"{summary['game']} {summary['variant']}" + (f" s{seed}" if seed else "")
+
+
+def per_atari_pending(base: pathlib.Path) -> Cells | None:
+    """Before `atari.csv`: the job summaries already in `atari_runs/`."""
+    summaries = _runs.load_summaries(base.parent / "atari_runs")
+    if not summaries:
+        return None
+    return Cells(
+        "table not written yet, runs in `atari_runs/`: "
+        + "; ".join(
+            f"{atari_run(s)}: eval {s['eval']['mean_return']:.2f} at {s['frames']:,} frames" for s in summaries
+        ),
+        commits=f"runs: {counted([tag(s['run_provenance']) for s in summaries])}",
+    )
+
+
 # ---------------------------------------------------------------- LASER
 
 
@@ -628,6 +669,18 @@ STUDIES: tuple[Study, ...] = (
         "reduced: MinAtar, 2M frames per run, 1 seed",
         "per/full/fig12",
         per_fig12,
+    ),
+    Study(
+        "Prioritized replay",
+        "Uniform against proportional (and rank-based) Double DQN on Atari beside PER Tables 6/7: ours from no-op "
+        "starts, the paper's from human starts",
+        "`python -m reproduce.per.atari --profile full [--games G --variants V --frames N]`",
+        "`per/full/atari.{csv,md,png}`, one summary per run in `per/full/atari_runs/`",
+        f"reduced: {per_atari_study.FRAMES['full']:,} of the paper's 200M frames per run, 1 seed, no-op starts; "
+        "assembled across sessions",
+        "per/full/atari",
+        per_atari,
+        per_atari_pending,
     ),
     Study(
         "LASER",

@@ -69,6 +69,36 @@ def test_laser_study_before_its_table_lists_the_jobs_in(tmp_path):
     assert (paper, commits) == ("", "runs: `ddddddd`")
 
 
+def test_per_atari_lists_its_runs_before_the_table_then_reads_it_beside_the_paper(tmp_path):
+    summary = {"game": "pong", "variant": "uniform", "seed": 0, "frames": 4_000_000, "eval": {"mean_return": -3.5},
+               "run_provenance": {"commit": "e" * 40}}  # fmt: skip
+    write(tmp_path / "per/full/atari_runs/pong_uniform_s0.json", json.dumps(summary))
+    write(tmp_path / "per/full/atari_runs/pong_uniform_s0.provenance.json", record("e" * 40))
+    ours, paper, commits = dashboard.cells(study("per/full/atari"), tmp_path)
+    assert ours == "table not written yet, runs in `atari_runs/`: pong uniform: eval -3.50 at 4,000,000 frames"
+    assert (paper, commits) == ("", "runs: `eeeeeee`")
+
+    write(
+        tmp_path / "per/full/atari.csv",
+        "game,variant,seed,frames,train_last100,eval_episodes,eval_mean_return,eval_human_normalized,per_200M,"
+        "per_200M_normalized\n"
+        "pong,uniform,0,4000000,-5.0,30,-3.5,0.4328,19.1,1.11\n"
+        "pong,proportional,1,4000000,-4.0,30,2.0,0.597,18.9,1.1\n",
+    )
+    write(tmp_path / "per/full/atari.provenance.json", record("f" * 40, run_provenance={"pong_uniform_s0": None}))
+    ours, paper, commits = dashboard.cells(study("per/full/atari"), tmp_path)
+    assert ours == (
+        "pong uniform: eval -3.5 (43.3% human, 30 episodes from no-op starts) at 4,000,000 frames; training "
+        "last-100 -5.0; pong proportional s1: eval 2.0 (59.7% human, 30 episodes from no-op starts) at 4,000,000 "
+        "frames; training last-100 -4.0"
+    )
+    assert paper == (
+        "PER Tables 7 and 6, 200M frames, human starts: pong uniform 19.1 (111.0% human), pong proportional 18.9 "
+        "(110.0% human)"
+    )
+    assert commits == "runs: 1 unrecorded; assembled: `fffffff`"
+
+
 def test_a_study_without_files_is_not_run_yet(tmp_path):
     assert dashboard.cells(study("impala/full/atari"), tmp_path) == dashboard.Cells("not run yet")
     page = dashboard.render(tmp_path)

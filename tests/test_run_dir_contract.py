@@ -298,5 +298,16 @@ def test_every_reproduce_script_has_a_measured_expected_time():
     from reproduce import _scripts
 
     assert sorted(_scripts.EXPECTED_S) == _scripts.discover()
-    assert all(quick > 0 and full > 0 for quick, full in _scripts.EXPECTED_S.values())
+    # A full run not measured yet is 0, which `expected` names rather than counting as no time.
+    assert all(quick > 0 and full >= 0 for quick, full in _scripts.EXPECTED_S.values())
     assert _scripts.expected(["reproduce.per.cliffwalk"], "full").startswith("about 0 h 11 min")
+
+
+def test_an_expected_time_not_measured_yet_is_named_not_counted(monkeypatch):
+    from reproduce import _scripts
+
+    monkeypatch.setitem(_scripts.EXPECTED_S, "reproduce.paper.study", (600, 0))
+    both = ["reproduce.per.cliffwalk", "reproduce.paper.study"]
+    assert _scripts.expected(both, "quick").startswith("about 0 h 10 min")
+    assert _scripts.expected(both, "full").startswith("about 0 h 11 min")
+    assert _scripts.expected(both, "full").endswith("; not measured yet: reproduce.paper.study")

@@ -1,0 +1,77 @@
+"""Uniform against prioritized Double DQN on Atari beside PER Tables 6 and 7, at reduced scale.
+
+    python -m reproduce.per.atari --profile full                   # Pong, uniform and proportional
+    python -m reproduce.per.atari --profile full --games breakout --variants rank --frames 1e7
+    python -m reproduce.per.atari --profile quick                  # smoke scale: 20K frames a run
+
+Trains each game x variant x seed with `per.train` (variants: `uniform`,
+`rank`, `proportional` -> presets `atari_ddqn`, `atari_ddqn_rank`,
+`atari_ddqn_prop`, PER §4 and App. B.2) for the profile's frame budget or
+`--frames`, then evaluates its final checkpoint with `per.evaluate`: up to 30
+no-op starts, the 108K-frame cap, no life-loss terminals. PER trains for 200M
+frames and evaluates from human starts, which are not public: our table says
+both differences beside the paper's numbers.
+
+Like `reproduce.per.minatar`, the study is assembled from jobs run at different
+times: each finished job's summary (training curve and return, evaluation,
+config, the run's provenance) goes to results/per/<profile>/atari_runs/, which
+is committed, and a job whose summary exists is not trained again; its run
+lives in runs/reproduce/per_atari_<profile>/ (resumed if interrupted, not
+committed). The table, figure and provenance are rebuilt from every summary present.
+
+Outputs: results/per/<profile>/atari.csv (one row per job: `game, variant,
+seed, frames, train_last100, eval_mean_return, ...` beside PER's), atari.md,
+atari.png (training curves, PER's scores as lines), atari.provenance.json.
+"""
+
+from __future__ import annotations
+
+import time
+
+from absl import flags
+
+import reproduce
+from common import cli
+from common.envs.atari import ATARI57
+from common.errors import UsageError
+from reproduce import _runs
+from reproduce.per import _atari
+
+reproduce.define_flags()
+flags.DEFINE_list("games", ["pong"], "Atari games to train.")
+flags.DEFINE_list("variants", ["uniform", "proportional"], f"Replay variants: {', '.join(_atari.VARIANTS)}.")
+flags.DEFINE_integer("seeds", 1, "Seeds per game and variant: seed, seed + 1, ...")
+flags.DEFINE_float("frames", None, "Frame budget per run overriding the profile's, e.g. 1e7.")
+flags.DEFINE_integer("eval_episodes", None, "Evaluation episodes overriding the profile's (PER: 100).")
+FLAGS = flags.FLAGS
+
+
+def main(argv: list[str]) -> None:
+    start = time.time()
+    _runs.check_choices("atari game", FLAGS.games, ATARI57)
+    _runs.check_choices("variant", FLAGS.variants, _atari.VARIANTS)
+    if FLAGS.seeds < 1:
+        raise UsageError(f"--seeds={FLAGS.seeds}: must be >= 1")
+    episodes = _atari.EVAL_EPISODES[FLAGS.profile] if FLAGS.eval_episodes is None else FLAGS.eval_episodes
+    frames = _runs.whole_budget(_atari.FRAMES[FLAGS.profile] if FLAGS.frames is None else FLAGS.frames, episodes)
+    overrides = _atari.OVERRIDES[FLAGS.profile]
+    out = reproduce.output_dir("per", FLAGS.profile)
+    summaries_dir = out / "atari_runs"
+    summaries_dir.mkdir(exist_ok=True)
+    runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"per_atari_{FLAGS.profile}"
+    for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds):
+        for game in FLAGS.games:
+            for variant in FLAGS.variants:
+                name = _atari.job_name(game, variant, seed)
+                if _runs.summary_kept(summaries_dir / f"{name}.json", FLAGS.fresh):
+                    continue
+                job_flags = _atari.job_flags(variant, game, frames, seed, overrides)
+                final = _runs.train("per.train", runs / name, job_flags, FLAGS.fresh)
+                result = _runs.evaluate("per.evaluate", runs / name, episodes, seed + 1)
+                summary = _atari.summarise(runs / name, game, variant, seed, final, result, overrides)
+                _runs.write_summary(summaries_dir, name, summary, runs / name)
+    print(_atari.write_study(out, _runs.load_summaries(summaries_dir), FLAGS.profile, start))
+
+
+if __name__ == "__main__":
+    cli.run(main)
