@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any, Callable, Iterable, Mapping
 
@@ -51,9 +52,12 @@ def parse_value(name: str, text: str, default: Any) -> Any:
             raise UsageError(f"option {name}={text!r}: expected an integer")
         return int(value)
     try:
-        return kind(text)
+        value = kind(text)
     except (TypeError, ValueError):
         raise UsageError(f"option {name}={text!r}: expected a {kind.__name__}") from None
+    if kind is float and not math.isfinite(value):
+        raise UsageError(f"option {name}={text!r}: expected a finite number")
+    return value
 
 
 def parse_assignments(items: Iterable[str], fields: Mapping[str, Any]) -> dict[str, Any]:

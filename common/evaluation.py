@@ -47,7 +47,7 @@ def define_flags(default_episodes: int, source: str) -> None:
     flags.DEFINE_integer(
         "envs", EVAL_ENVS, "Envs played at once; each plays a share of the episodes fixed before play begins."
     )
-    flags.DEFINE_integer("seed", 1, "Seed of the evaluation env and the policy's random choices.")
+    flags.DEFINE_integer("seed", 1, "Seed of the evaluation env and the policy's random choices.", lower_bound=0)
     flags.DEFINE_float("log_every_s", 10.0, "Seconds between progress lines.")
 
 

@@ -83,7 +83,7 @@ def define_flags(agent_name: str, presets: Mapping[str, Any], default_preset: st
     flags.DEFINE_string("env", None, "Env spec overriding the preset's, e.g. atari:breakout.")
     flags.DEFINE_float("frames", None, "Frame budget (total_frames), e.g. 5e6; with --resume, extends the run.")
     flags.DEFINE_integer("actors", None, "Actor processes (num_actors).")
-    flags.DEFINE_integer("seed", None, "Seed overriding the preset's.")
+    flags.DEFINE_integer("seed", None, "Seed overriding the preset's.", lower_bound=0)
     flags.DEFINE_multi_string(
         "config_override", [], f"Config field NAME=VALUE; repeat for more. Fields (dataclass defaults; a preset "
         f"sets its own values): {listed}.",

@@ -10,6 +10,8 @@ import csv
 import pathlib
 from typing import Sequence
 
+from common.errors import UsageError
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "results"
 
@@ -17,6 +19,21 @@ RESULTS = REPO_ROOT / "results"
 def output_dir(paper: str, profile: str | None) -> pathlib.Path:
     """`results/<paper>/<profile>/`, created if missing."""
     directory = RESULTS / paper / profile if profile else RESULTS / paper
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def chosen_dir(flag: str, given: str | None, paper: str, profile: str | None) -> pathlib.Path:
+    """The output directory a flag names (created if missing), or `output_dir(paper, profile)` if not given.
+
+    Checked before any work starts: a path that is a file is a one-line
+    `UsageError`, not a traceback when the results are written.
+    """
+    if not given:
+        return output_dir(paper, profile)
+    directory = pathlib.Path(given)
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"{flag}={given} is a file; it must name a directory (made if missing)")
     directory.mkdir(parents=True, exist_ok=True)
     return directory
 

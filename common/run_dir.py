@@ -36,6 +36,8 @@ EPISODE_FIELDS = ("frames", "episode_return", "episode_length", "wall_time")
 
 def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
     """A `UsageError` unless `path` can be started as asked; touches nothing."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"run directory {path} is a file, not a directory")
     exists = path.exists() and any(path.iterdir())
     if resume and overwrite:
         raise UsageError("--resume and --overwrite exclude each other")

@@ -23,7 +23,6 @@ Frames are environment frames (4 per agent step). Results: stdout and
 from __future__ import annotations
 
 import dataclasses
-import pathlib
 import re
 import subprocess
 import sys
@@ -36,7 +35,7 @@ import tensorflow as tf
 from absl import flags
 
 from common import cli, envs, provenance
-from common.results import REPO_ROOT, output_dir, write_csv
+from common.results import REPO_ROOT, chosen_dir, write_csv
 from common.reverb import tables
 from common.reverb import variables as reverb_variables
 from impala import networks, trajectories
@@ -149,6 +148,7 @@ def limit_fps(raw: float, learner: float) -> float:
 
 def main(argv: list[str]) -> None:
     started = time.time()
+    out = chosen_dir("--output_dir", FLAGS.output_dir, "impala", "benchmarks")
     raw = raw_env_fps(FLAGS.seconds / 2, FLAGS.raw_envs)
     print(f"raw AtariVectorEnv ({FLAGS.raw_envs} envs, 2 threads): {raw:,.0f} frames/s", flush=True)
     learners = {}
@@ -172,8 +172,6 @@ def main(argv: list[str]) -> None:
             print(f"{what}: {fps:,.0f} frames/s ({100 * fps / limit:.0f}% of the limit), policy lag {lag:.2f}",
                   flush=True)  # fmt: skip
             rows.append(row(what, fps, raw, limit, lag))
-    out = pathlib.Path(FLAGS.output_dir) if FLAGS.output_dir else output_dir("impala", "benchmarks")
-    out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "throughput.csv", rows)
     command = " ".join(["python -m impala.benchmark_throughput", *sys.argv[1:]])
     lines = [

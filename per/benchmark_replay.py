@@ -58,7 +58,7 @@ from absl import flags
 
 from common import cli, envs, provenance
 from common.errors import UsageError
-from common.results import output_dir, write_csv
+from common.results import chosen_dir, write_csv
 from per import replay
 from per.agent import CHUNK_LENGTH
 
@@ -301,6 +301,7 @@ def main(argv: list[str]) -> None:
     sizes = [int(s) for s in FLAGS.sizes]
     if min(sizes) < 2 or FLAGS.rounds < 1 or FLAGS.iterations < FLAGS.rounds or FLAGS.chunk_length < 1:
         raise UsageError("need --sizes >= 2, --rounds >= 1, --iterations >= --rounds and --chunk_length >= 1")
+    out = chosen_dir("--out", FLAGS.out, "per", "benchmarks")
     if cpprb is None:
         print("cpprb is not installed (pip install -c constraints.txt cpprb): measuring Reverb alone.")
     config = {"sizes": sizes, "iterations": FLAGS.iterations, "rounds": FLAGS.rounds,
@@ -319,8 +320,6 @@ def main(argv: list[str]) -> None:
     wall_time = time.time() - start
     report = markdown(rows, FLAGS.env, config, wall_time)
     print(report)
-    out = pathlib.Path(FLAGS.out) if FLAGS.out else output_dir("per", "benchmarks")
-    out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "replay.csv", rows)
     (out / "replay.md").write_text(report)
     provenance.write(

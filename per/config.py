@@ -107,7 +107,7 @@ class PerConfig:
         if published is not None and published != family:
             raise UsageError(
                 f"network {self.network!r} is the {published} network and this preset holds {published} settings, "
-                f"but the env is {self.env}; choose a {family} preset (e.g. --preset {family}_ddqn)"
+                f"but the env is {self.env}; choose a preset for {family} (e.g. --preset {family}_ddqn)"
             )
         for name in (
             "envs_per_actor", "epsilon_decay_steps", "replay_capacity", "min_replay_size", "rerank_interval",

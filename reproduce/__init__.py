@@ -29,7 +29,7 @@ def define_flags() -> None:
     if "profile" in flags.FLAGS:
         return
     flags.DEFINE_enum("profile", "quick", PROFILES, "quick: minutes on 2 cores; full: the larger study.")
-    flags.DEFINE_integer("seed", 0, "Base seed; repeats use seed, seed + 1, ...")
+    flags.DEFINE_integer("seed", 0, "Base seed; repeats use seed, seed + 1, ...", lower_bound=0)
     flags.DEFINE_bool(
         "fresh", False, "Retrain the runs this command would reuse (their run directories are moved aside)."
     )

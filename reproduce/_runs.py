@@ -37,7 +37,13 @@ _PLACEMENT_FLAGS = ("--run_dir", "--resume", "--overwrite")
 
 
 def check_choices(what: str, given: list[str], accepted: Collection[str]) -> None:
-    """Refuses names not in `accepted` (unknown games, variants...), listing those that are."""
+    """Refuses names not in `accepted` (unknown games, variants...), and an empty list, listing those that are.
+
+    An empty list (`--games=`) is a mistake, not "the default": a flag left
+    out is None, which the script replaces by its default before this check.
+    """
+    if not given:
+        raise UsageError(f"no {what} given (an empty list); accepted: {', '.join(accepted)}")
     unknown = [name for name in given if name not in accepted]
     if unknown:
         raise UsageError(f"unknown {what}(s) {unknown}; accepted: {', '.join(accepted)}")

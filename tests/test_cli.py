@@ -87,3 +87,38 @@ def test_make_refuses_an_unsupported_python_in_one_line(tmp_path):
 def test_reproduce_atari_takes_no_zero_as_unset(flag):
     result = run(sys.executable, "-m", "reproduce.impala.atari", flag)
     assert_one_line_usage_error(result, "need a whole number >= 1 each")
+
+
+def _files(directory: pathlib.Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in directory.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "module, flag, outputs",
+    [
+        ("reproduce.per.minatar", "--variants=", "per/full"),
+        ("reproduce.per.minatar", "--games=", "per/full"),  # Once read as "the default games": 15 jobs.
+        ("reproduce.per.atari", "--games=", "per/full"),
+        ("reproduce.laser.minatar", "--studies=", "laser/full"),
+        ("reproduce.impala.minatar", "--games=", "impala/full"),
+    ],
+)
+def test_reproduce_refuses_an_empty_list_and_leaves_the_results(module, flag, outputs):
+    """`--games=` is a mistake, not the default: it once trained nothing and rewrote a committed table."""
+    before = _files(REPO / "results" / outputs)
+    result = run(sys.executable, "-m", module, "--profile=full", flag)
+    assert_one_line_usage_error(result, "(an empty list); accepted:")
+    assert _files(REPO / "results" / outputs) == before
+
+
+def test_an_output_directory_that_is_a_file_is_refused_and_kept(tmp_path):
+    mine = tmp_path / "notes.txt"
+    mine.write_text("mine")
+    result = run(sys.executable, "-m", "reproduce.benchmarks.learning_check", "--profile=full", f"--out={mine}")
+    assert_one_line_usage_error(result, f"--out={mine} is a file; it must name a directory")
+    assert mine.read_text() == "mine"
+
+
+def test_a_negative_seed_is_refused():
+    result = run(sys.executable, "-m", "reproduce.per.minatar", "--seed=-1")
+    assert_one_line_usage_error(result, "seed")

@@ -47,6 +47,9 @@ def test_resolve_applies_only_what_was_given():
         ({"preset": "huge"}, "unknown preset 'huge'; accepted: atari_shallow"),
         ({"preset": "toy", "config_file": "x.json"}, "--config x.json: no such file"),
         ({"overrides": ("env_options=x",)}, "unknown option 'env_options'"),
+        # NaN passes every range check (NaN < 0 is false), so it is refused as it is parsed.
+        ({"overrides": ("learning_rate=nan",)}, "option learning_rate='nan': expected a finite number"),
+        ({"overrides": ("max_grad_norm=inf",)}, "option max_grad_norm='inf': expected a finite number"),
     ],
 )
 def test_resolve_rejects_what_it_cannot_run(request_fields, message):
@@ -128,6 +131,15 @@ def test_a_failed_start_removes_what_it_created(tmp_path):
     assert json.loads((path / "config.json").read_text())["env"] == "toy:catch"
     with pytest.raises(UsageError, match="already exists; pass --resume"):
         run_dir.check(path, resume=False, overwrite=False)
+
+
+def test_a_run_directory_that_is_a_file_is_refused_and_kept(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("mine")
+    for resume in (False, True):
+        with pytest.raises(UsageError, match=f"run directory {path} is a file, not a directory"):
+            run_dir.check(path, resume=resume, overwrite=False)
+    assert path.read_text() == "mine"
 
 
 def test_a_failed_resume_leaves_the_run_as_it_was(tmp_path):

@@ -31,7 +31,6 @@ from absl import flags  # noqa: E402
 import reproduce  # noqa: E402
 from common import cli, provenance  # noqa: E402
 from common.envs.minatar import GAMES  # noqa: E402
-from common.errors import UsageError  # noqa: E402
 from reproduce import _runs  # noqa: E402
 
 reproduce.define_flags()
@@ -49,9 +48,7 @@ def published() -> dict[str, dict[str, float]]:
 
 def main(argv: list[str]) -> None:
     start = time.time()
-    unknown = [g for g in FLAGS.games if g not in GAMES]
-    if unknown:
-        raise UsageError(f"unknown minatar game(s) {unknown}; accepted: {', '.join(GAMES)}")
+    _runs.check_choices("minatar game", FLAGS.games, GAMES)
     frames = FRAMES[FLAGS.profile]
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"impala_minatar_{FLAGS.profile}"
     finals = {

@@ -237,14 +237,15 @@ def write_study(stem: str, study: Study, summaries: dict[str, dict], games: list
 
 
 def studies() -> list[str]:
-    return FLAGS.studies or list(QUICK_STUDIES if FLAGS.profile == "quick" else STUDIES)
+    if FLAGS.studies is None:
+        return list(QUICK_STUDIES if FLAGS.profile == "quick" else STUDIES)
+    return FLAGS.studies
 
 
 def check_flags() -> None:
-    for name, given, accepted in (("study", studies(), STUDIES), ("minatar game", FLAGS.games or [], GAMES)):
-        unknown = [x for x in given if x not in accepted]
-        if unknown:
-            raise UsageError(f"unknown {name}(s) {unknown}; accepted: {', '.join(accepted)}")
+    _runs.check_choices("study", studies(), STUDIES)
+    if FLAGS.games is not None:
+        _runs.check_choices("minatar game", FLAGS.games, GAMES)
     if FLAGS.seeds < 1:
         raise UsageError(f"--seeds={FLAGS.seeds}: must be >= 1")
 

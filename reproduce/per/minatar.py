@@ -233,7 +233,7 @@ def job_flags(arm: str, game: str, frames: int, seed: int) -> list[str]:
 
 def main(argv: list[str]) -> None:
     start = time.time()
-    games = FLAGS.games or DEFAULT_GAMES[FLAGS.profile]
+    games = DEFAULT_GAMES[FLAGS.profile] if FLAGS.games is None else FLAGS.games
     _runs.check_choices("minatar game", games, GAMES)
     _runs.check_choices("arm", FLAGS.variants, ARMS)
     if FLAGS.seeds < 1:

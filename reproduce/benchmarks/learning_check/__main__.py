@@ -28,13 +28,12 @@ Not a paper study: `python -m reproduce` does not run it.
 from __future__ import annotations
 
 import json
-import pathlib
 import time
 
 from absl import flags
 
 import reproduce
-from common import cli, provenance
+from common import cli, provenance, results
 from common.envs.minatar import GAMES
 from common.errors import UsageError, choice_error
 from reproduce import _runs
@@ -59,7 +58,7 @@ def main(argv: list[str]) -> None:
     check_flags()
     reference, reference_curve = compare.committed(reproduce.RESULTS, FLAGS.profile, FLAGS.game)
     frames, width = int(reference["frames"]), compare.bin_frames(reference_curve)
-    out = pathlib.Path(FLAGS.out) if FLAGS.out else reproduce.output_dir("impala", "benchmarks")
+    out = results.chosen_dir("--out", FLAGS.out, "impala", "benchmarks")
     stem = "learning_check" if FLAGS.profile == "full" else "learning_check_quick"
     summaries_dir = out / "learning_check_runs"
     summaries_dir.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ from absl import flags
 
 from common import cli, provenance
 from common.errors import UsageError, choice_error
-from common.results import REPO_ROOT, output_dir
+from common.results import REPO_ROOT, chosen_dir
 from reproduce.benchmarks.peers import measure, report, systems, venv
 
 PEERS = ("sample_factory",)
@@ -65,6 +65,7 @@ def peer_systems(window: measure.Window) -> tuple[list[measure.System], pathlib.
 def main(argv: list[str]) -> None:
     started = time.time()
     window = check_flags()
+    out = chosen_dir("--out", FLAGS.out, "impala", "benchmarks")
     peers, interpreter, notes = peer_systems(window)
     rows, resolved, every = [], {}, [systems.ours(), *peers]
     for run, system in measure.schedule(every, FLAGS.runs):
@@ -75,7 +76,6 @@ def main(argv: list[str]) -> None:
             resolved.setdefault(f"{system.system}/{system.config}", result.resolved_config)
         rate = "-" if result.frames_per_s is None else f"{result.frames_per_s:,.0f}"
         print(f"  {rate} frames/s; load {result.load_1min_start:.2f} -> {result.load_1min_end:.2f} {result.note}")
-    out = pathlib.Path(FLAGS.out) if FLAGS.out else output_dir("impala", "benchmarks")
     # sys.argv, not argv: absl has taken the flags out of argv.
     command = shlex.join(["python", "-m", "reproduce.benchmarks.peers", *sys.argv[1:]])
     report.write(out, rows, FLAGS.peer, command, notes)
