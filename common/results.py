@@ -24,17 +24,18 @@ def output_dir(paper: str, profile: str | None) -> pathlib.Path:
 
 
 def chosen_dir(flag: str, given: str | None, paper: str, profile: str | None) -> pathlib.Path:
-    """The output directory a flag names (created if missing), or `output_dir(paper, profile)` if not given.
+    """The output directory a flag names, or `output_dir(paper, profile)` if not given.
 
     Checked before any work starts: a path that is a file is a one-line
-    `UsageError`, not a traceback when the results are written.
+    `UsageError`, not a traceback when the results are written. A named
+    directory is not made here: the caller makes it when it has results, so a
+    run that fails leaves nothing behind.
     """
     if not given:
         return output_dir(paper, profile)
     directory = pathlib.Path(given)
     if directory.exists() and not directory.is_dir():
         raise UsageError(f"{flag}={given} is a file; it must name a directory (made if missing)")
-    directory.mkdir(parents=True, exist_ok=True)
     return directory
 
 

@@ -172,6 +172,7 @@ def main(argv: list[str]) -> None:
             print(f"{what}: {fps:,.0f} frames/s ({100 * fps / limit:.0f}% of the limit), policy lag {lag:.2f}",
                   flush=True)  # fmt: skip
             rows.append(row(what, fps, raw, limit, lag))
+    out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "throughput.csv", rows)
     command = " ".join(["python -m impala.benchmark_throughput", *sys.argv[1:]])
     lines = [

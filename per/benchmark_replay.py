@@ -320,6 +320,7 @@ def main(argv: list[str]) -> None:
     wall_time = time.time() - start
     report = markdown(rows, FLAGS.env, config, wall_time)
     print(report)
+    out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "replay.csv", rows)
     (out / "replay.md").write_text(report)
     provenance.write(
