@@ -20,10 +20,18 @@ def run(main: Callable[[list[str]], Any]) -> None:
             sys.exit(0)
         try:
             return flags.FLAGS(argv)
+        except flags.UnrecognizedFlagError as error:
+            exit_with_usage_error(UsageError(f"unknown flag --{error.flagname}; accepted: {accepted_flags()}"))
         except flags.Error as error:
             exit_with_usage_error(error)
 
     app.run(cli(main), flags_parser=parse_flags)
+
+
+def accepted_flags() -> str:
+    """The entry point's flags, as `--help` lists them: `--a, --b, ...`."""
+    names = sorted(flag.name for flag in flags.FLAGS.get_key_flags_for_module(sys.argv[0]))
+    return ", ".join(f"--{name}" for name in names)
 
 
 def print_help() -> None:

@@ -20,16 +20,21 @@ def heading(title: str, profile: str) -> str:
 
 
 def define_flags() -> None:
-    """The flags every reproduce script shares.
+    """The flags every reproduce script shares, listed by the script's `--help` as its own.
 
     Defined once per process: tests import several scripts into one process.
     """
+    import sys
+
     from absl import flags
 
-    if "profile" in flags.FLAGS:
-        return
-    flags.DEFINE_enum("profile", "quick", PROFILES, "quick: minutes on 2 cores; full: the larger study.")
-    flags.DEFINE_integer("seed", 0, "Base seed; repeats use seed, seed + 1, ...", lower_bound=0)
-    flags.DEFINE_bool(
-        "fresh", False, "Retrain the runs this command would reuse (their run directories are moved aside)."
-    )
+    if "profile" not in flags.FLAGS:
+        flags.DEFINE_enum("profile", "quick", PROFILES, "quick: minutes on 2 cores; full: the larger study.")
+        flags.DEFINE_integer("seed", 0, "Base seed; repeats use seed, seed + 1, ...", lower_bound=0)
+        flags.DEFINE_bool(
+            "fresh", False, "Retrain the runs this command would reuse (their run directories are moved aside)."
+        )
+    # absl keys the script run as __main__ by its path, argv[0]. This is what
+    # `flags.adopt_module_key_flags` does, for a caller other than this module.
+    for name in ("profile", "seed", "fresh"):
+        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flags.FLAGS[name])

@@ -33,7 +33,7 @@ def assert_one_line_usage_error(result, *fragments):
         (["atari:pong", "--option", "noop_max=many"], ["noop_max", "expected an integer"]),
         (["atari:pong", "--option", "colour=1"], ["unknown option 'colour'", "frame_skip"]),
         (["atari:pong", "--steps=lots"], ["steps"]),
-        (["atari:pong", "--no-such-flag"], ["no-such-flag"]),
+        (["atari:pong", "--no-such-flag"], ["unknown flag --no-such-flag; accepted: ", "--option", "--steps"]),
         (["dmlab:rooms_watermaze"], ["deepmind_lab", "bazel"]),
     ],
 )
@@ -122,3 +122,15 @@ def test_an_output_directory_that_is_a_file_is_refused_and_kept(tmp_path):
 def test_a_negative_seed_is_refused():
     result = run(sys.executable, "-m", "reproduce.per.minatar", "--seed=-1")
     assert_one_line_usage_error(result, "seed")
+
+
+def test_an_unknown_flag_names_the_accepted_ones_with_those_adopted():
+    result = run(sys.executable, "-m", "reproduce.per.minatar", "--game=breakout")
+    assert_one_line_usage_error(result, "unknown flag --game; accepted: ", "--games", "--profile", "--variants")
+
+
+def test_a_reproduce_scripts_help_lists_the_shared_flags():
+    result = run(sys.executable, "-m", "reproduce.per.cliffwalk", "--help")
+    assert result.returncode == 0, result.stderr
+    for flag in ("--profile", "--seed", "--fresh"):
+        assert f"  {flag}" in result.stdout or f"  --[no]{flag[2:]}" in result.stdout
