@@ -31,7 +31,18 @@ def run(main: Callable[[list[str]], Any]) -> None:
 def accepted_flags() -> str:
     """The entry point's flags, as `--help` lists them: `--a, --b, ...`."""
     names = sorted(flag.name for flag in flags.FLAGS.get_key_flags_for_module(sys.argv[0]))
-    return ", ".join(f"--{name}" for name in names)
+    return ", ".join(f"--{name}" for name in names) or "none (it takes no flags)"
+
+
+def list_as_main_flags(names: Iterable[str]) -> None:
+    """Lists flags defined elsewhere as the entry point's own, in its `--help` and unknown-flag errors.
+
+    `flags.adopt_module_key_flags` does this for its caller; here the caller is
+    a shared module, so the entry point is named: absl keys the module run as
+    __main__ by its path, argv[0].
+    """
+    for name in names:
+        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flags.FLAGS[name])
 
 
 def print_help() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Collection, Iterable, Sequence, TypeVar
 
 USAGE_EXIT_CODE = 2
 
@@ -23,6 +23,19 @@ def choice_error(what: str, value: object, accepted: Iterable[object]) -> UsageE
     """An error for `value` not among `accepted`, listing what is."""
     names = ", ".join(str(a) for a in accepted)
     return UsageError(f"unknown {what} {value!r}; accepted: {names}")
+
+
+def check_choices(flag: str, what: str, given: Sequence[str], accepted: Collection[str]) -> None:
+    """Refuses a list flag's names not in `accepted` (games, variants...), and an empty list, listing those that are.
+
+    An empty list (`--games=`) is a mistake, not "the default", which the
+    script puts in place of a flag left out before this check.
+    """
+    if not given:
+        raise UsageError(f"{flag}= names no {what}; accepted: {', '.join(accepted)}")
+    for name in given:
+        if name not in accepted:
+            raise UsageError(f"{flag}: {choice_error(what, name, accepted)}")
 
 
 def exit_with_usage_error(error: Exception, program: str | None = None) -> None:

@@ -25,8 +25,8 @@ import numpy as np
 import tensorflow as tf
 from absl import flags
 
+from common import cli, envs, run_dir, scores
 from common import config as config_lib
-from common import envs, run_dir, scores
 from common.errors import UsageError
 
 
@@ -49,6 +49,7 @@ def define_flags(default_episodes: int, source: str) -> None:
     )
     flags.DEFINE_integer("seed", 1, "Seed of the evaluation env and the policy's random choices.", lower_bound=0)
     flags.DEFINE_float("log_every_s", 10.0, "Seconds between progress lines.")
+    cli.list_as_main_flags(("episodes", "envs", "seed", "log_every_s"))
 
 
 # The score table each env family is normalised with (`common.scores`); Atari's is the caller's choice.

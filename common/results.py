@@ -31,11 +31,12 @@ def chosen_dir(flag: str, given: str | None, paper: str, profile: str | None) ->
     directory is not made here: the caller makes it when it has results, so a
     run that fails leaves nothing behind.
     """
-    if not given:
+    if given is None:
         return output_dir(paper, profile)
     directory = pathlib.Path(given)
-    if directory.exists() and not directory.is_dir():
-        raise UsageError(f"{flag}={given} is a file; it must name a directory (made if missing)")
+    if not given or (directory.exists() and not directory.is_dir()):
+        what = "a file" if given else "empty"
+        raise UsageError(f"{flag}={given} is {what}; it must name a directory (made if missing)")
     return directory
 
 

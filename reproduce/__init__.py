@@ -24,9 +24,9 @@ def define_flags() -> None:
 
     Defined once per process: tests import several scripts into one process.
     """
-    import sys
-
     from absl import flags
+
+    from common import cli
 
     if "profile" not in flags.FLAGS:
         flags.DEFINE_enum("profile", "quick", PROFILES, "quick: minutes on 2 cores; full: the larger study.")
@@ -34,7 +34,4 @@ def define_flags() -> None:
         flags.DEFINE_bool(
             "fresh", False, "Retrain the runs this command would reuse (their run directories are moved aside)."
         )
-    # absl keys the script run as __main__ by its path, argv[0]. This is what
-    # `flags.adopt_module_key_flags` does, for a caller other than this module.
-    for name in ("profile", "seed", "fresh"):
-        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flags.FLAGS[name])
+    cli.list_as_main_flags(("profile", "seed", "fresh"))

@@ -25,7 +25,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Callable, Collection
+from typing import Callable
 
 import numpy as np
 
@@ -34,19 +34,10 @@ from reproduce import REPO_ROOT
 
 # Flags of a training command that name where it runs, not what it trains.
 _PLACEMENT_FLAGS = ("--run_dir", "--resume", "--overwrite")
-
-
-def check_choices(what: str, given: list[str], accepted: Collection[str]) -> None:
-    """Refuses names not in `accepted` (unknown games, variants...), and an empty list, listing those that are.
-
-    An empty list (`--games=`) is a mistake, not "the default": a flag left
-    out is None, which the script replaces by its default before this check.
-    """
-    if not given:
-        raise UsageError(f"no {what} given (an empty list); accepted: {', '.join(accepted)}")
-    unknown = [name for name in given if name not in accepted]
-    if unknown:
-        raise UsageError(f"unknown {what}(s) {unknown}; accepted: {', '.join(accepted)}")
+# Flags that say which job a kept summary is: what trains, on what, for how
+# long, from which seed. Overrides that change the maths are arms with names
+# of their own; others (App. Fig. 10's TD-error snapshots) leave the job as it is.
+_JOB_FLAGS = ("--preset", "--env", "--frames", "--seed")
 
 
 def whole_budget(frames: float, episodes: int) -> int:
@@ -88,8 +79,13 @@ def evaluate(module: str, run_dir: pathlib.Path, episodes: int, seed: int) -> di
 
 def started_flags(run_dir: pathlib.Path) -> list[str] | None:
     """The training flags the run in `run_dir` was first started with; None if it recorded no command."""
-    recorded = run_provenance(run_dir) or {}
-    command = (recorded.get("segments") or [recorded])[0].get("command")
+    return recorded_flags(run_provenance(run_dir))
+
+
+def recorded_flags(record: dict | None) -> list[str] | None:
+    """The training flags a run's provenance `record` says it was first started with; None if it has no command."""
+    record = record or {}
+    command = (record.get("segments") or [record])[0].get("command")
     if not command:
         return None
     flags, words = [], iter(shlex.split(command)[3:])  # After "python -m MODULE".
@@ -131,16 +127,39 @@ def kept_summary(path: pathlib.Path) -> str:
     return f"{path} (commit {' and '.join(commits) or 'unknown'})"
 
 
-def summary_kept(path: pathlib.Path, fresh: bool) -> bool:
-    """Whether the job summarised in `path` is kept, not trained again (it exists and `fresh` is off); says so."""
+def summary_kept(path: pathlib.Path, fresh: bool, flags: list[str], eval_episodes: int | None = None) -> bool:
+    """Whether the job summarised in `path` is kept, not trained again (it exists and `fresh` is off); says so.
+
+    A summary is kept only for the job asked: its run's `_JOB_FLAGS` must be
+    the job's training `flags`, and its evaluation the `eval_episodes` asked
+    (if given); another budget, say, is a `UsageError` naming `--fresh`.
+    """
     if fresh or not path.exists():
         return False
+    summary = json.loads(path.read_text())
+    # A run that recorded no command is taken for the job it is named after.
+    had = [f for f in recorded_flags(summary.get("run_provenance")) or flags if f.split("=")[0] in _JOB_FLAGS]
+    asks = [f for f in flags if f.split("=")[0] in _JOB_FLAGS]
+    if eval_episodes is not None:
+        had.append(f"{summary['eval']['episodes']} evaluation episodes")
+        asks.append(f"{eval_episodes} evaluation episodes")
+    only_had, only_asks = sorted(set(had) - set(asks)), sorted(set(asks) - set(had))
+    if only_had or only_asks:
+        raise UsageError(
+            f"{path} summarises another job (it has {', '.join(only_had) or 'none'}; this command asks "
+            f"{', '.join(only_asks) or 'none'}); pass --fresh to retrain it (the summary is replaced)"
+        )
     print(f"{path.stem}: summarised earlier, kept: {kept_summary(path)}", flush=True)
     return True
 
 
-def summarise_run(run_dir: pathlib.Path, final: dict, curve_points: int) -> dict:
-    """A finished training run as a job summary keeps it: its budget, last-100 return, curve, config and record.
+def job_name(game: str, variant: str, seed: int) -> str:
+    """A job's name in a study of games x variants x seeds: its summary's stem and its run directory's name."""
+    return f"{game}_{variant}_s{seed}"
+
+
+def summarise_run(run_dir: pathlib.Path, final: dict, curve_points: int = 200) -> dict:
+    """What a job summary keeps of a finished training run: its budget, last-100 return, curve, config and record.
 
     The curve is the 100-episode trailing mean at up to `curve_points` episodes.
     """
@@ -164,6 +183,7 @@ def write_summary(directory: pathlib.Path, name: str, summary: dict, run_dir: pa
 
     The run's record (commit, command, segments) is copied: the run directory itself is not committed.
     """
+    directory.mkdir(parents=True, exist_ok=True)
     (directory / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n")
     (directory / f"{name}.provenance.json").write_text((run_dir / "provenance.json").read_text())
 

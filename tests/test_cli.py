@@ -107,7 +107,7 @@ def test_reproduce_refuses_an_empty_list_and_leaves_the_results(module, flag, ou
     """`--games=` is a mistake, not the default: it once trained nothing and rewrote a committed table."""
     before = _files(REPO / "results" / outputs)
     result = run(sys.executable, "-m", module, "--profile=full", flag)
-    assert_one_line_usage_error(result, "(an empty list); accepted:")
+    assert_one_line_usage_error(result, "= names no ", "; accepted:")
     assert _files(REPO / "results" / outputs) == before
 
 
@@ -132,5 +132,25 @@ def test_an_unknown_flag_names_the_accepted_ones_with_those_adopted():
 def test_a_reproduce_scripts_help_lists_the_shared_flags():
     result = run(sys.executable, "-m", "reproduce.per.cliffwalk", "--help")
     assert result.returncode == 0, result.stderr
-    for flag in ("--profile", "--seed", "--fresh"):
-        assert f"  {flag}" in result.stdout or f"  --[no]{flag[2:]}" in result.stdout
+    for flag in ("  --profile:", "  --seed:", "  --[no]fresh:"):
+        assert flag in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "accepted"),
+    [("per.evaluate", "accepted: --envs, --episodes, --log_every_s, --seed"), ("reproduce.dashboard", "no flags")],
+)
+def test_an_unknown_flag_names_those_of_a_shared_module_or_none(module, accepted):
+    result = run(sys.executable, "-m", module, "--episdoes=3")
+    assert_one_line_usage_error(result, "unknown flag --episdoes; ", accepted)
+
+
+@pytest.mark.parametrize("sizes", ["", "x", "1,1000", "1e4"])
+def test_the_replay_benchmark_refuses_bad_sizes_before_measuring(sizes):
+    result = run(sys.executable, "-m", "per.benchmark_replay", f"--sizes={sizes}")
+    assert_one_line_usage_error(result, f"--sizes={sizes}: need integers >= 2")
+
+
+def test_an_empty_output_directory_is_refused_not_the_default():
+    result = run(sys.executable, "-m", "reproduce.benchmarks.learning_check", "--profile=full", "--out=")
+    assert_one_line_usage_error(result, "--out= is empty; it must name a directory")

@@ -73,9 +73,9 @@ def test_best_curve_takes_the_best_member_in_each_bucket():
 @pytest.mark.parametrize(
     "flag, fragments",
     [
-        ("--studies=fig9", ["unknown study(s) ['fig9']", "fig2_replay_fraction"]),
-        ("--games=pong", ["unknown minatar game(s) ['pong']", "breakout"]),
-        ("--seeds=0", ["--seeds=0", ">= 1"]),
+        ("--studies=fig9", ["--studies: unknown study 'fig9'", "fig2_replay_fraction"]),
+        ("--games=pong", ["--games: unknown minatar game 'pong'", "breakout"]),
+        ("--seeds=0", ["--seeds=0", "not a positive integer"]),
     ],
 )
 def test_bad_input_is_one_line_exit_2(flag, fragments):

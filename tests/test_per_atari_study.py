@@ -111,12 +111,12 @@ def test_the_study_is_written_from_the_summaries(tmp_path):
 @pytest.mark.parametrize(
     "flag, fragments",
     [
-        ("--games=pongg", ["unknown atari game(s) ['pongg']", "pong"]),
-        ("--variants=prioritized", ["unknown variant(s) ['prioritized']", "uniform, rank, proportional"]),
+        ("--games=pongg", ["--games: unknown atari game 'pongg'", "pong"]),
+        ("--variants=prioritized", ["--variants: unknown variant 'prioritized'", "uniform, rank, proportional"]),
         ("--frames=0.5", ["--frames=0.5", "need a whole number >= 1 each"]),
         ("--frames=0", ["--frames=0", "need a whole number >= 1 each"]),
         ("--eval_episodes=0", ["--eval_episodes=0", "need a whole number >= 1 each"]),
-        ("--seeds=0", ["--seeds=0", ">= 1"]),
+        ("--seeds=0", ["--seeds=0", "not a positive integer"]),
     ],
 )
 def test_bad_input_is_one_line_exit_2(flag, fragments):

@@ -74,9 +74,9 @@ def test_fig10_draws_both_replays(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "flag, fragments",
     [
-        ("--variants=rank_beta2", ["unknown arm(s) ['rank_beta2']", "rank_full_is", "rank_no_is"]),
-        ("--games=pong", ["unknown minatar game(s) ['pong']", "breakout"]),
-        ("--seeds=0", ["--seeds=0", ">= 1"]),
+        ("--variants=rank_beta2", ["--variants: unknown variant 'rank_beta2'", "rank_full_is", "rank_no_is"]),
+        ("--games=pong", ["--games: unknown minatar game 'pong'", "breakout"]),
+        ("--seeds=0", ["--seeds=0", "not a positive integer"]),
     ],
 )
 def test_bad_input_is_one_line_exit_2(flag, fragments):

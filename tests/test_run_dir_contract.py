@@ -283,6 +283,22 @@ def test_a_kept_summary_names_the_commits_of_its_runs(tmp_path):
     assert _runs.kept_summary(sweep) == f"{sweep} (commit aaaaaaaaaa and bbbbbbbbbb)"
 
 
+def test_a_summary_is_kept_only_for_the_job_asked(tmp_path, capsys):
+    from reproduce import _runs
+
+    command = "python -m per.train --preset=p --env=minatar:breakout --frames=7 --seed=0 --config_override=a=1"
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({"run_provenance": {"command": command}, "eval": {"episodes": 30}}))
+    job = ["--preset=p", "--env=minatar:breakout", "--frames=7", "--seed=0"]
+    assert _runs.summary_kept(path, False, [*job, "--config_override=b=2"], eval_episodes=30)
+    assert "job: summarised earlier, kept" in capsys.readouterr().out
+    assert not _runs.summary_kept(path, True, job)
+    with pytest.raises(UsageError, match=r"it has --frames=7; this command asks --frames=9\); pass --fresh"):
+        _runs.summary_kept(path, False, [*job[:2], "--frames=9", "--seed=0"])
+    with pytest.raises(UsageError, match=r"has 30 evaluation episodes; this command asks 100 evaluation episodes"):
+        _runs.summary_kept(path, False, job, eval_episodes=100)
+
+
 def test_quick_profile_tables_say_smoke_scale_in_their_first_line():
     import reproduce
 

@@ -28,6 +28,7 @@ from absl import flags  # noqa: E402
 import reproduce  # noqa: E402
 from common import cli, provenance, scores  # noqa: E402
 from common.envs.atari import ATARI57  # noqa: E402
+from common.errors import check_choices  # noqa: E402
 from reproduce import _runs  # noqa: E402
 
 reproduce.define_flags()
@@ -48,7 +49,7 @@ def published_shallow() -> dict[str, float]:
 
 def main(argv: list[str]) -> None:
     start = time.time()
-    _runs.check_choices("atari game", FLAGS.games, ATARI57)
+    check_choices("--games", "atari game", FLAGS.games, ATARI57)
     episodes = EVAL_EPISODES[FLAGS.profile] if FLAGS.eval_episodes is None else FLAGS.eval_episodes
     frames = _runs.whole_budget(FRAMES[FLAGS.profile] if FLAGS.frames is None else FLAGS.frames, episodes)
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"impala_atari_{FLAGS.profile}"

@@ -31,6 +31,7 @@ from absl import flags  # noqa: E402
 import reproduce  # noqa: E402
 from common import cli, provenance  # noqa: E402
 from common.envs.minatar import GAMES  # noqa: E402
+from common.errors import check_choices  # noqa: E402
 from reproduce import _runs  # noqa: E402
 
 reproduce.define_flags()
@@ -48,7 +49,7 @@ def published() -> dict[str, dict[str, float]]:
 
 def main(argv: list[str]) -> None:
     start = time.time()
-    _runs.check_choices("minatar game", FLAGS.games, GAMES)
+    check_choices("--games", "minatar game", FLAGS.games, GAMES)
     frames = FRAMES[FLAGS.profile]
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"impala_minatar_{FLAGS.profile}"
     finals = {

@@ -52,7 +52,7 @@ from absl import flags  # noqa: E402
 import reproduce  # noqa: E402
 from common import cli, provenance  # noqa: E402
 from common.envs.minatar import GAMES  # noqa: E402
-from common.errors import UsageError  # noqa: E402
+from common.errors import check_choices  # noqa: E402
 from reproduce import _runs  # noqa: E402
 from reproduce.laser._studies import (  # noqa: E402
     A2_PRESET,
@@ -73,7 +73,7 @@ flags.DEFINE_list(
     "studies", None, f"Studies to run (default: all; quick: {', '.join(QUICK_STUDIES)}): {', '.join(STUDIES)}."
 )
 flags.DEFINE_list("games", None, "MinAtar games (default: each study's own; quick: its first).")
-flags.DEFINE_integer("seeds", 1, "Seeds per arm and game: seed, seed + 1, ...")
+flags.DEFINE_integer("seeds", 1, "Seeds per arm and game: seed, seed + 1, ...", lower_bound=1)
 flags.DEFINE_bool("summarise_only", False, "Rebuild the studies from the summaries present; train nothing.")
 FLAGS = flags.FLAGS
 
@@ -243,11 +243,9 @@ def studies() -> list[str]:
 
 
 def check_flags() -> None:
-    _runs.check_choices("study", studies(), STUDIES)
+    check_choices("--studies", "study", studies(), STUDIES)
     if FLAGS.games is not None:
-        _runs.check_choices("minatar game", FLAGS.games, GAMES)
-    if FLAGS.seeds < 1:
-        raise UsageError(f"--seeds={FLAGS.seeds}: must be >= 1")
+        check_choices("--games", "minatar game", FLAGS.games, GAMES)
 
 
 def study_games(study: Study) -> list[str]:

@@ -36,11 +36,6 @@ OVERRIDES = {
     "quick": ("min_replay_size=1000", "replay_capacity=10000", "epsilon_decay_steps=2500", "target_update_period=250"),
     "full": (),
 }
-CURVE_POINTS = 200  # Points of each run's stored curve (the 100-game trailing mean).
-
-
-def job_name(game: str, variant: str, seed: int) -> str:
-    return f"{game}_{variant}_s{seed}"
 
 
 def job_flags(variant: str, game: str, frames: int, seed: int, overrides: tuple[str, ...]) -> list[str]:
@@ -56,7 +51,7 @@ def summarise(
 ) -> dict:
     """One finished job as a self-contained record: training run, its evaluation (`per.evaluate`'s result)."""
     return {
-        "game": game, "variant": variant, "seed": seed, **_runs.summarise_run(run_dir, final, CURVE_POINTS),
+        "game": game, "variant": variant, "seed": seed, **_runs.summarise_run(run_dir, final),
         "overrides": list(overrides), "eval": result,
     }  # fmt: skip
 
@@ -175,7 +170,7 @@ def write_study(out: pathlib.Path, summaries: list[dict], profile: str, start: f
     text = markdown(rows, profile)
     (out / "atari.md").write_text(text)
     plot(summaries, paper, out / "atari.png", profile)
-    jobs = {job_name(s["game"], s["variant"], s["seed"]): s for s in summaries}
+    jobs = {_runs.job_name(s["game"], s["variant"], s["seed"]): s for s in summaries}
     scale = (
         f"reduced ({profile}): {listed(s['frames'] for s in summaries)} of {PAPER_FRAMES:,} frames, no-op starts "
         f"(PER: human starts); assembled from {len(jobs)} runs in atari_runs/"

@@ -33,14 +33,14 @@ from absl import flags
 import reproduce
 from common import cli
 from common.envs.atari import ATARI57
-from common.errors import UsageError
+from common.errors import check_choices
 from reproduce import _runs
 from reproduce.per import _atari
 
 reproduce.define_flags()
 flags.DEFINE_list("games", ["pong"], "Atari games to train.")
 flags.DEFINE_list("variants", ["uniform", "proportional"], f"Replay variants: {', '.join(_atari.VARIANTS)}.")
-flags.DEFINE_integer("seeds", 1, "Seeds per game and variant: seed, seed + 1, ...")
+flags.DEFINE_integer("seeds", 1, "Seeds per game and variant: seed, seed + 1, ...", lower_bound=1)
 flags.DEFINE_float("frames", None, "Frame budget per run overriding the profile's, e.g. 1e7.")
 flags.DEFINE_integer("eval_episodes", None, "Evaluation episodes overriding the profile's (PER: 100).")
 FLAGS = flags.FLAGS
@@ -48,10 +48,8 @@ FLAGS = flags.FLAGS
 
 def main(argv: list[str]) -> None:
     start = time.time()
-    _runs.check_choices("atari game", FLAGS.games, ATARI57)
-    _runs.check_choices("variant", FLAGS.variants, _atari.VARIANTS)
-    if FLAGS.seeds < 1:
-        raise UsageError(f"--seeds={FLAGS.seeds}: must be >= 1")
+    check_choices("--games", "atari game", FLAGS.games, ATARI57)
+    check_choices("--variants", "variant", FLAGS.variants, _atari.VARIANTS)
     episodes = _atari.EVAL_EPISODES[FLAGS.profile] if FLAGS.eval_episodes is None else FLAGS.eval_episodes
     frames = _runs.whole_budget(_atari.FRAMES[FLAGS.profile] if FLAGS.frames is None else FLAGS.frames, episodes)
     overrides = _atari.OVERRIDES[FLAGS.profile]
@@ -62,10 +60,10 @@ def main(argv: list[str]) -> None:
     for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds):
         for game in FLAGS.games:
             for variant in FLAGS.variants:
-                name = _atari.job_name(game, variant, seed)
-                if _runs.summary_kept(summaries_dir / f"{name}.json", FLAGS.fresh):
-                    continue
+                name = _runs.job_name(game, variant, seed)
                 job_flags = _atari.job_flags(variant, game, frames, seed, overrides)
+                if _runs.summary_kept(summaries_dir / f"{name}.json", FLAGS.fresh, job_flags, episodes):
+                    continue
                 final = _runs.train("per.train", runs / name, job_flags, FLAGS.fresh)
                 result = _runs.evaluate("per.evaluate", runs / name, episodes, seed + 1)
                 summary = _atari.summarise(runs / name, game, variant, seed, final, result, overrides)

@@ -50,7 +50,7 @@ from absl import flags  # noqa: E402
 import reproduce  # noqa: E402
 from common import cli, provenance  # noqa: E402
 from common.envs.minatar import GAMES  # noqa: E402
-from common.errors import UsageError  # noqa: E402
+from common.errors import check_choices  # noqa: E402
 from per import td_errors  # noqa: E402
 from reproduce import _runs  # noqa: E402
 
@@ -67,23 +67,18 @@ FIG12_CURVES = ("uniform", "rank", "rank_full_is", "rank_no_is")  # Fig. 12 show
 TD_ERROR_SNAPSHOTS = 20  # App. Fig. 10's snapshots per run (PER: one per 10^6 of 200M frames).
 FRAMES = {"quick": 15_000, "full": 2_000_000}
 DEFAULT_GAMES = {"quick": ["breakout"], "full": list(GAMES)}
-CURVE_POINTS = 200  # Points of each run's stored curve (the 100-episode trailing mean).
 
 reproduce.define_flags()
 flags.DEFINE_list("games", None, "MinAtar games (default: all 5 for full, breakout for quick).")
 flags.DEFINE_list("variants", list(VARIANTS), f"Arms to run: {', '.join(ARMS)}.")
-flags.DEFINE_integer("seeds", 1, "Seeds per game and variant: seed, seed + 1, ...")
+flags.DEFINE_integer("seeds", 1, "Seeds per game and variant: seed, seed + 1, ...", lower_bound=1)
 FLAGS = flags.FLAGS
-
-
-def job_name(game: str, variant: str, seed: int) -> str:
-    return f"{game}_{variant}_s{seed}"
 
 
 def summarise(run_dir: pathlib.Path, game: str, variant: str, seed: int, final: dict) -> dict:
     """One finished run as a self-contained record: score, curve, App. Fig. 10's snapshots and where it came from."""
     return {
-        "game": game, "variant": variant, "seed": seed, **_runs.summarise_run(run_dir, final, CURVE_POINTS),
+        "game": game, "variant": variant, "seed": seed, **_runs.summarise_run(run_dir, final),
         "td_errors": [
             {**s, "abs_td_error": np.round(s.get("abs_td_error", []), 6).tolist()}
             for s in td_errors.read(run_dir / td_errors.FILE)
@@ -172,7 +167,8 @@ def plot(summaries: list[dict], reference: dict[str, float], path: pathlib.Path,
     axes[0][0].set_ylabel("training return (100-episode mean)")
     axes[0][0].legend(fontsize=7)
     budget = ", ".join(f"{f:,}" for f in sorted({s["frames"] for s in summaries}))
-    fig.suptitle(f"Double DQN on MinAtar, {FLAGS.profile} profile: {budget} frames a run", fontsize=10)
+    # Two lines: one game's panel is narrower than the title.
+    fig.suptitle(f"Double DQN on MinAtar\n{FLAGS.profile} profile: {budget} frames a run", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -234,10 +230,8 @@ def job_flags(arm: str, game: str, frames: int, seed: int) -> list[str]:
 def main(argv: list[str]) -> None:
     start = time.time()
     games = DEFAULT_GAMES[FLAGS.profile] if FLAGS.games is None else FLAGS.games
-    _runs.check_choices("minatar game", games, GAMES)
-    _runs.check_choices("arm", FLAGS.variants, ARMS)
-    if FLAGS.seeds < 1:
-        raise UsageError(f"--seeds={FLAGS.seeds}: must be >= 1")
+    check_choices("--games", "minatar game", games, GAMES)
+    check_choices("--variants", "variant", FLAGS.variants, ARMS)
     frames = FRAMES[FLAGS.profile]
     out = reproduce.output_dir("per", FLAGS.profile)
     summaries_dir = out / "minatar_runs"
@@ -246,10 +240,11 @@ def main(argv: list[str]) -> None:
     for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds):
         for game in games:
             for arm in FLAGS.variants:
-                name = job_name(game, arm, seed)
-                if _runs.summary_kept(summaries_dir / f"{name}.json", FLAGS.fresh):
+                name = _runs.job_name(game, arm, seed)
+                job = job_flags(arm, game, frames, seed)
+                if _runs.summary_kept(summaries_dir / f"{name}.json", FLAGS.fresh, job):
                     continue
-                final = _runs.train("per.train", runs / name, job_flags(arm, game, frames, seed), FLAGS.fresh)
+                final = _runs.train("per.train", runs / name, job, FLAGS.fresh)
                 _runs.write_summary(summaries_dir, name, summarise(runs / name, game, arm, seed, final), runs / name)
 
     summaries = _runs.load_summaries(summaries_dir)
@@ -278,7 +273,7 @@ def main(argv: list[str]) -> None:
 
 def write_provenance(out: pathlib.Path, stem: str, summaries: list[dict], start: float) -> None:
     """`stem`.provenance.json: assembled from `summaries`, each with its run's own record."""
-    jobs = {job_name(s["game"], s["variant"], s["seed"]): s for s in summaries}
+    jobs = {_runs.job_name(s["game"], s["variant"], s["seed"]): s for s in summaries}
     scale = f"reduced ({FLAGS.profile}): MinAtar; assembled from {len(jobs)} runs in minatar_runs/"
     provenance.write(out, f"{stem}.provenance.json", **_runs.study_record(jobs, scale, start))
 

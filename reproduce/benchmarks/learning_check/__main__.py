@@ -61,14 +61,13 @@ def main(argv: list[str]) -> None:
     out = results.chosen_dir("--out", FLAGS.out, "impala", "benchmarks")
     stem = "learning_check" if FLAGS.profile == "full" else "learning_check_quick"
     summaries_dir = out / "learning_check_runs"
-    summaries_dir.mkdir(parents=True, exist_ok=True)
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"impala_learning_check_{FLAGS.profile}"
     summaries = []
     for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds):
         name = f"{FLAGS.profile}_{FLAGS.game}_s{seed}"
         path = summaries_dir / f"{name}.json"
-        if not _runs.summary_kept(path, FLAGS.fresh):
-            job = ["--preset=minatar", f"--env=minatar:{FLAGS.game}", f"--frames={frames}", f"--seed={seed}"]
+        job = ["--preset=minatar", f"--env=minatar:{FLAGS.game}", f"--frames={frames}", f"--seed={seed}"]
+        if not _runs.summary_kept(path, FLAGS.fresh, job):
             final = _runs.train("impala.train", runs / name, job, FLAGS.fresh)
             summary = compare.summarise(runs / name, FLAGS.game, seed, final, width)
             _runs.write_summary(summaries_dir, name, summary, runs / name)
