@@ -64,6 +64,14 @@ def test_the_main_table_holds_only_the_three_variants_and_fig12_its_four_curves(
     assert fig12[2]["uniform_final"] == 6.0 and fig12[2]["frames_to_uniform_final"] == 2_000_000
 
 
+def test_fig12_holds_only_the_games_where_an_importance_sampling_arm_ran():
+    space_invaders = [{**summary(v, 20.0), "game": "space_invaders"} for v in ("uniform", "rank", "proportional")]
+    breakout = [summary("uniform", 6.0), summary("rank_full_is", 9.0), summary("proportional", 7.0)]
+    chosen = minatar.fig12_summaries(space_invaders + breakout)
+    assert [(s["game"], s["variant"]) for s in chosen] == [("breakout", "uniform"), ("breakout", "rank_full_is")]
+    assert minatar.fig12_summaries(space_invaders) == []
+
+
 def test_fig10_draws_both_replays(tmp_path, monkeypatch):
     monkeypatch.setattr(minatar, "FLAGS", type("Flags", (), {"profile": "full"}))
     path = tmp_path / "fig10.png"

@@ -217,6 +217,12 @@ def plot_td_errors(rank: dict, uniform: dict, path: pathlib.Path) -> None:
     plt.close(fig)
 
 
+def fig12_summaries(summaries: list[dict]) -> list[dict]:
+    """App. Fig. 12's runs: its curves, on the games where one of its importance-sampling arms ran."""
+    games = {s["game"] for s in summaries if s["variant"] in FIG12_ARMS}
+    return [s for s in summaries if s["variant"] in FIG12_CURVES and s["game"] in games]
+
+
 def job_flags(arm: str, game: str, frames: int, seed: int) -> list[str]:
     """`per.train`'s flags for one job: the arm's preset and overrides, and App. Fig. 10's snapshots."""
     preset, overrides = ARMS[arm]
@@ -257,8 +263,8 @@ def main(argv: list[str]) -> None:
     plot(main_runs, reference, out / "minatar.png")
     write_provenance(out, "minatar", main_runs, start)
     print(text)
-    fig12_runs = [s for s in summaries if s["variant"] in FIG12_CURVES]
-    if any(s["variant"] in FIG12_ARMS for s in fig12_runs):
+    fig12_runs = fig12_summaries(summaries)
+    if fig12_runs:
         fig12_rows = table_rows(fig12_runs, reference, FIG12_CURVES)
         reproduce.write_csv(out / "fig12.csv", fig12_rows)
         (out / "fig12.md").write_text(fig12_markdown(fig12_rows, FLAGS.profile))
