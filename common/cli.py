@@ -19,13 +19,27 @@ def run(main: Callable[[list[str]], Any]) -> None:
             print_help()
             sys.exit(0)
         try:
-            return flags.FLAGS(argv)
+            remaining = flags.FLAGS(argv)
+            check_finite_floats()
+            return remaining
         except flags.UnrecognizedFlagError as error:
             exit_with_usage_error(UsageError(f"unknown flag --{error.flagname}; accepted: {accepted_flags()}"))
-        except flags.Error as error:
+        except (flags.Error, UsageError) as error:
             exit_with_usage_error(error)
 
     app.run(cli(main), flags_parser=parse_flags)
+
+
+def check_finite_floats() -> None:
+    """A `UsageError` for a float flag given as nan or ±inf.
+
+    absl's bounds cannot refuse NaN (every comparison with it is false), and no
+    budget, duration or rate here means anything at infinity.
+    """
+    for name in flags.FLAGS:
+        value = flags.FLAGS[name].value
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UsageError(f"--{name}={value}: expected a finite number")
 
 
 def accepted_flags() -> str:

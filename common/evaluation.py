@@ -48,7 +48,7 @@ def define_flags(default_episodes: int, source: str) -> None:
         "envs", EVAL_ENVS, "Envs played at once; each plays a share of the episodes fixed before play begins."
     )
     flags.DEFINE_integer("seed", 1, "Seed of the evaluation env and the policy's random choices.", lower_bound=0)
-    flags.DEFINE_float("log_every_s", 10.0, "Seconds between progress lines.")
+    flags.DEFINE_float("log_every_s", 10.0, "Seconds between progress lines.", lower_bound=0.0)
     cli.list_as_main_flags(("episodes", "envs", "seed", "log_every_s"))
 
 

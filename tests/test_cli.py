@@ -154,3 +154,16 @@ def test_the_replay_benchmark_refuses_bad_sizes_before_measuring(sizes):
 def test_an_empty_output_directory_is_refused_not_the_default():
     result = run(sys.executable, "-m", "reproduce.benchmarks.learning_check", "--profile=full", "--out=")
     assert_one_line_usage_error(result, "--out= is empty; it must name a directory")
+
+
+@pytest.mark.parametrize(
+    ("module", "flag"),
+    [
+        ("per.evaluate", "--log_every_s=nan"),  # NaN passes absl's lower bounds: every comparison is false.
+        ("laser.benchmark", "--seconds=inf"),
+        ("reproduce.per.atari", "--frames=-inf"),
+    ],
+)
+def test_a_float_flag_that_is_not_finite_is_refused_before_anything_runs(module, flag):
+    result = run(sys.executable, "-m", module, flag)
+    assert_one_line_usage_error(result, f"{flag}: expected a finite number")
