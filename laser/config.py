@@ -201,7 +201,7 @@ def sweep_members(base: LaserConfig, count: int) -> list[LaserConfig]:
             base,
             learning_rate=base.learning_rate * lr,
             entropy_cost=base.entropy_cost * entropy,
-            seed=base.seed + i,
+            seed=base.seed * MAX_SWEEP + i,  # Sweeps from base seeds s and s + 1 share no member's seed.
             sweep_member=i,
         )  # fmt: skip
         for i, (lr, entropy) in enumerate(grid[:count])

@@ -50,7 +50,7 @@ flags.DEFINE_enum("role", "all", ["all", "server"], "all: the whole sweep here; 
 flags.DEFINE_enum("preset", "minatar_laser", list(PRESETS), "The members' base preset (laser/config.py).")
 flags.DEFINE_string("env", None, "Env spec overriding the preset's.")
 flags.DEFINE_float("frames", None, "Frame budget of each member (total_frames); with --resume, extends them.")
-flags.DEFINE_integer("seed", None, "Base seed; member i uses seed + i.", lower_bound=0)
+flags.DEFINE_integer("seed", None, "Base seed s; member i uses 9 s + i.", lower_bound=0)
 flags.DEFINE_integer("agents", MAX_SWEEP, f"Members, 1 to {MAX_SWEEP} (the lr x entropy grid).")
 flags.DEFINE_integer("actors", None, "Actor processes per member (num_actors).")
 flags.DEFINE_multi_string("config_override", [], "Config field NAME=VALUE for every member; repeat for more.")

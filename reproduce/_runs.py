@@ -272,9 +272,14 @@ def trailing_mean(x: np.ndarray, window: int) -> np.ndarray:
 
 
 def binned_curve(name: str, frames: np.ndarray, returns: np.ndarray, total: int, bin_frames: int) -> list[dict]:
-    """Mean training return per `bin_frames` frames, as CSV rows."""
+    """Mean training return per `bin_frames` frames, as CSV rows.
+
+    Episodes logged at or past `total` (a run's last learner step overshoots its
+    budget) count in the last bin: on their own they would be a bin of a few
+    episodes, as noisy as it is late.
+    """
     bins = np.arange(0, total + bin_frames, bin_frames)
-    index = np.digitize(frames, bins)
+    index = np.minimum(np.digitize(frames, bins), len(bins) - 1)
     return [
         {"run": name, "frames": int(bins[b - 1]), "mean_return": round(float(returns[index == b].mean()), 3)}
         for b in np.unique(index)

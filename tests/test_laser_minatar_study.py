@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from common import config as config_lib
+from impala.config import PRESETS as IMPALA_PRESETS
 from laser.config import PRESETS, sweep_members
 from reproduce.laser import _studies
 from tests.test_cli import assert_one_line_usage_error, run
@@ -35,8 +36,14 @@ def test_the_arms_set_what_the_papers_compare():
     assert {config[a].replay_fraction for a in _studies.STUDIES["fig2_capacity"].arms} == {0.875}
     no_replay, shared, shared_tr = (config[a] for a in _studies.STUDIES["fig3_shared_sweep"].arms)
     assert (no_replay.replay_fraction, shared.trust_region, shared_tr.trust_region) == (0.0, False, True)
-    rho = [(config[a].clip_rho_threshold, config[a].trust_region) for a in _studies.STUDIES["figA4_rho_bar"].arms]
-    assert rho == [(1.0, False), (2.0, False), (4.0, False)]
+    # §5.1: the sweeps' learning rates are constant; the regular (no-replay) agents keep IMPALA's batch.
+    sweeps = [name for name, arm in _studies.ARMS.items() if arm.sweep]
+    assert not any(config[a].anneal_learning_rate for a in sweeps)
+    assert no_replay.batch_size == IMPALA_PRESETS["minatar"].batch_size < shared.batch_size == shared_tr.batch_size
+    baseline, *rho_arms = _studies.STUDIES["figA4_rho_bar"].arms
+    assert baseline == "sweep_no_replay"  # App. Fig. 4 left: "worse than pure online learning".
+    rho = [(config[a].clip_rho_threshold, config[a].clip_pg_rho_threshold, config[a].trust_region) for a in rho_arms]
+    assert rho == [(1.0, 1.0, False), (2.0, 2.0, False), (4.0, 4.0, False)]
     table2 = [config[a] for a in _studies.STUDIES["impala_table2"].arms]
     assert {(c.correction, c.replay_fraction) for c in table2} == {
         (correction, fraction)

@@ -31,6 +31,13 @@ def test_the_atari_grid_is_the_papers():
     assert len({m.seed for m in members}) == 9  # Each member starts from its own parameters.
 
 
+def test_sweeps_from_other_base_seeds_share_no_members_seed():
+    seeds = [
+        {m.seed for m in sweep_members(dataclasses.replace(PRESETS["toy_laser"], seed=base), 9)} for base in (0, 1)
+    ]
+    assert seeds[0] == set(range(9)) and not seeds[0] & seeds[1]
+
+
 @pytest.mark.parametrize("count", [0, 10])
 def test_a_sweep_outside_the_grid_is_refused(count):
     with pytest.raises(UsageError, match="1 to 9 members"):

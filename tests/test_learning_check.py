@@ -92,8 +92,9 @@ def test_summarise_bins_the_runs_episodes_like_the_committed_curve(tmp_path):
     assert s["last100"] == pytest.approx(np.mean(range(200, 300)))
     # Bin [0, 100K) holds the episodes ending at 1K..99K: returns 0..98.
     assert s["curve"]["0"] == pytest.approx(np.mean(range(0, 99)), abs=1e-3)
-    # The episode ending at exactly 300K would be a bin of its own: left out.
+    # The episode ending at exactly 300K would be a bin of its own: it counts in the last one.
     assert sorted(s["curve"], key=int) == ["0", "100000", "200000"]
+    assert s["curve"]["200000"] == pytest.approx(np.mean(range(199, 300)), abs=1e-3)
     assert (s["seed"], s["config"], s["run_provenance"]) == (2, {"preset": "minatar"}, {"commit": "abc"})
 
 

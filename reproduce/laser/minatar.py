@@ -16,7 +16,7 @@ Studies (results/laser/<profile>/<stem>.{csv,md,png,provenance.json}):
 * `fig3_shared_sweep`: Fig. 3 left, a sweep sharing one replay without and
   with the trust region, and the no-replay sweep; the best member per point;
 * `figA4_rho_bar`: App. Fig. 4 left, the shared sweep without trust region at
-  rho_bar in {1, 2, 4};
+  rho_bar in {1, 2, 4}, beside the no-replay sweep;
 * `figA4_prioritized`: App. Fig. 4 right (preset `minatar_laser_a2`: 50%
   replay), no replay, uniform, and prioritized by the critic's loss at
   beta 0.5 and 1;
@@ -34,6 +34,16 @@ summary present and name the jobs still missing.
 
 Scores follow App. A.3: training returns averaged within buckets of frames,
 and for a sweep the best member in each bucket.
+
+The sweeps' choices where the paper is silent or about other scales: members'
+learning rates are constant (§5.1; the preset anneals them); the no-replay
+sweep keeps IMPALA's MinAtar batch (B = 8), the replay sweeps the preset's 16
+(2 online), as `atari_laser` reads §5.1's batches of 32 and 128; the 500K
+replay is 5.6% of a sweep's 9M frames (the paper: 10M of 200M, 5%). With
+summed losses and the entropy taken on online unrolls only (§5.1), an entropy
+cost weighs 8x less against the policy gradient at 87.5% replay than without
+replay. The nine members share two cores unpaced, so they do not run "at
+identical speed" (§5.1); the tables give the spread of their wall times.
 """
 
 from __future__ import annotations
@@ -133,7 +143,7 @@ def summarise(arm_name: str, game: str, seed: int, run_dirs: list[pathlib.Path],
     return {
         "arm": arm_name, "game": game, "seed": seed, "label": ARMS[arm_name].label, "agents": agents,
         "frames": agents[best]["frames"], "last100": agents[best]["last100"], "best_agent": best,
-        "mean_return": max(a["mean_return"] for a in agents),
+        "mean_return": agents[best]["mean_return"],
         "curve": best_curve(agents) if len(agents) > 1 else [{k: p[k] for k in ("frames", "mean_return")}
                                                               for p in agents[0]["curve"]],
     }  # fmt: skip
@@ -152,10 +162,14 @@ def study_rows(study: Study, summaries: dict[str, dict], games: list[str], seeds
             for seed in seeds:
                 s = summaries.get(job_name(arm, game, seed))
                 if s is not None:
+                    best = s["agents"][s["best_agent"]]
+                    wall = [a["wall_time_s"] for a in s["agents"]]
                     rows.append({
                         "arm": arm, "label": s["label"], "game": game, "seed": seed, "frames": s["frames"],
                         "agents": len(s["agents"]), "best_agent": s["best_agent"], "last100": s["last100"],
-                        "mean_return": s["mean_return"],
+                        "mean_return": best["mean_return"],
+                        "learning_rate": best["learning_rate"], "entropy_cost": best["entropy_cost"],
+                        "wall_time_min_s": min(wall), "wall_time_max_s": max(wall),
                     })  # fmt: skip
     return rows
 
@@ -171,17 +185,23 @@ def markdown(stem: str, study: Study, rows: list[dict], missing: list[str], prof
         f"(`{PRESET}`: B = 16, 87.5% replay, 500K observations, trust region; `{A2_PRESET}`: 50% replay, 150K).",
         "`last100`: mean return of the agent's last 100 training episodes; `mean_return`: over all its",
         "episodes (data efficiency)."
-        + (f" A sweep has {scale.sweep_agents} members (learning rate x entropy cost, {{1/2, 1, 2}} x the"
-           " preset's) sharing one replay; each row shows its best member (App. A.3)." if sweep else ""),
+        + (f" A sweep has {scale.sweep_agents} members (constant learning rate x entropy cost, {{1/2, 1, 2}}"
+           " x the preset's, §5.1) sharing one replay, each run concurrently with nothing pacing them; a row"
+           " is the member with the best last100, with its rate, entropy cost and the members' range of wall"
+           " time. The figure's curve is the best member in each bucket, which may change (App. A.3)."
+           if sweep else ""),
         "",
-        "| game | arm | seed | frames | last100 | mean_return |" + (" best member |" if sweep else ""),
-        "| --- | --- | --- | --- | --- | --- |" + (" --- |" if sweep else ""),
+        "| game | arm | seed | frames | last100 | mean_return |"
+        + (" best member | its lr | its entropy cost | members' wall time (s) |" if sweep else ""),
+        "| --- | --- | --- | --- | --- | --- |" + (" --- | --- | --- | --- |" if sweep else ""),
     ]  # fmt: skip
     for r in rows:
         lines.append(
             f"| {r['game']} | {r['label']} | {r['seed']} | {r['frames']:,} | {r['last100']:.2f} "
-            f"| {r['mean_return']:.2f} |" + (f" {r['best_agent']} of {r['agents']} |" if sweep else "")
-        )
+            f"| {r['mean_return']:.2f} |"
+            + (f" {r['best_agent']} of {r['agents']} | {r['learning_rate']:g} | {r['entropy_cost']:g} "
+               f"| {r['wall_time_min_s']:,.0f}-{r['wall_time_max_s']:,.0f} |" if sweep else "")
+        )  # fmt: skip
     lines += ["", f"Not run yet: {', '.join(missing)}." if missing else "Every job of this study is in."]
     return "\n".join(lines) + "\n"
 
@@ -200,7 +220,8 @@ def plot(
                     label = ARMS[arm].label if seed == seeds.start else None
                     ax.plot(frames, returns, color=f"C{colour}", lw=1.2, label=label)
         ax.set(title=game, xlabel="fresh frames")
-    axes[0][0].set_ylabel("training return (bucket mean)")
+    sweep = any(ARMS[a].sweep for a in study.arms)
+    axes[0][0].set_ylabel("training return\n(bucket mean" + (", best member in each)" if sweep else ")"))
     axes[0][0].legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()

@@ -93,8 +93,7 @@ def summarise(run_dir: pathlib.Path, game: str, seed: int, final: dict, width: i
     return {
         "game": game, "seed": seed, "frames": final["frames"], "episodes": len(returns),
         "last100": round(float(returns[-100:].mean()), 3), "wall_time_s": final.get("wall_time_s"),
-        # Not the bin starting at the last frame: it holds the few episodes that ended exactly there.
-        "curve": {str(r["frames"]): r["mean_return"] for r in curve if r["frames"] < final["frames"]},
+        "curve": {str(r["frames"]): r["mean_return"] for r in curve},
         "config": json.loads((run_dir / "config.json").read_text()),
         "run_provenance": _runs.run_provenance(run_dir),
     }  # fmt: skip
