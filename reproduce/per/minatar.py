@@ -210,7 +210,7 @@ def plot_td_errors(rank: dict, uniform: dict, path: pathlib.Path) -> None:
         first, last = snapshots[0]["frames"], snapshots[-1]["frames"]
         ax.text(0.98, 0.95, f"blue {first:,} -> red {last:,} frames", transform=ax.transAxes, ha="right", va="top",
                 fontsize=7)  # fmt: skip
-    axes[1].set_xlabel("rank among the replay's sampled transitions (fraction, largest first)")
+    axes[1].set_xlabel("rank among the replay's sampled transitions\n(fraction, largest first)")
     fig.suptitle(f"{rank['game']}: |TD error| in the replay over training ({FLAGS.profile} profile)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
