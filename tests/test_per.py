@@ -102,8 +102,10 @@ def make_replay():
 
 
 def fill(buffer, n):
+    """Adds items 0..n-1 and flushes: reads that bypass `buffer.sample` (`server_priorities`) see them."""
     for i in range(n):
         buffer.add([np.array([i], np.int32)])
+    buffer.flush()
 
 
 def sample_counts(buffer, n, draws=DRAWS):
