@@ -495,7 +495,7 @@ def laser_benchmark(base: pathlib.Path) -> Cells:
 def laser_minatar_study(stem: str) -> Study:
     """One study of `reproduce.laser.minatar`, described from its entry in `reproduce.laser._studies`."""
     study, scale = laser_studies.STUDIES[stem], laser_studies.SCALES["full"]
-    sweep = any(laser_studies.ARMS[a].sweep for a in study.arms)
+    sweep = study.has_sweep
     return Study(
         "LASER",
         f"{study.title}, at MinAtar scale",

@@ -81,6 +81,11 @@ class Study:
     arms: tuple[str, ...]
     games: tuple[str, ...] = ("breakout",)
 
+    @property
+    def has_sweep(self) -> bool:
+        """Whether an arm is a sweep: its rows are best members and its curves pointwise maxima."""
+        return any(ARMS[a].sweep for a in self.arms)
+
 
 STUDIES = {
     "fig2_replay_fraction": Study(

@@ -175,7 +175,7 @@ def study_rows(study: Study, summaries: dict[str, dict], games: list[str], seeds
 
 
 def markdown(stem: str, study: Study, rows: list[dict], missing: list[str], profile: str, scale: Scale) -> str:
-    sweep = any(ARMS[a].sweep for a in study.arms)
+    sweep = study.has_sweep
     lines = [
         reproduce.heading(
             f"Reduced scale: LASER {study.title}, MinAtar, {scale.frames:,} fresh frames per agent", profile
@@ -220,7 +220,7 @@ def plot(
                     label = ARMS[arm].label if seed == seeds.start else None
                     ax.plot(frames, returns, color=f"C{colour}", lw=1.2, label=label)
         ax.set(title=game, xlabel="fresh frames")
-    sweep = any(ARMS[a].sweep for a in study.arms)
+    sweep = study.has_sweep
     axes[0][0].set_ylabel("training return\n(bucket mean" + (", best member in each)" if sweep else ")"))
     axes[0][0].legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
