@@ -70,6 +70,7 @@ class Options:
     port: Optional[int] = None
     actor_id: int = 0
     incarnation: int = 0
+    segment: int = 0
     connect_timeout_s: float = 30.0
 
 
@@ -96,6 +97,10 @@ def define_flags(agent_name: str, presets: Mapping[str, Any], default_preset: st
     flags.DEFINE_integer("port", None, "Port of the Reverb server this process starts (default: any free port).")
     flags.DEFINE_integer("actor_id", 0, "This actor's index (actor role); it seeds the actor's envs.")
     flags.DEFINE_integer("incarnation", 0, "How many times this actor was restarted (seeds differ).")
+    flags.DEFINE_integer(
+        "segment", 0, "Which start of its run this actor serves: 0 first, then one more per --resume (seeds differ; "
+        "a resumed learner prints it).", lower_bound=0,
+    )  # fmt: skip
     flags.DEFINE_float("connect_timeout_s", 30.0, "How long to wait for a Reverb server before giving up.")
 
 
@@ -113,7 +118,7 @@ def from_flags(values: flags.FlagValues) -> tuple[config_lib.Request, Options]:
     options = Options(
         role=values.role, run_dir=given("run_dir"), resume=values.resume, overwrite=values.overwrite,
         replay_address=given("replay_address"), port=given("port"), actor_id=values.actor_id,
-        incarnation=values.incarnation, connect_timeout_s=values.connect_timeout_s,
+        incarnation=values.incarnation, segment=values.segment, connect_timeout_s=values.connect_timeout_s,
     )  # fmt: skip
     return request, options
 
@@ -155,12 +160,17 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
                 server = reverb_server.make_server(agent.tables(config), options.port, directory / TABLES_DIR)
             address = f"localhost:{server.port}"
             client = reverb_server.connect(address, options.connect_timeout_s)
-        learner = agent.learner(config, client, address, directory)
         record = run_dir.RunRecord(directory, config, options.role)
+        # The run's config stays as saved; only this start's random draws change (`run_dir.segment_seed`).
+        learner = agent.learner(dataclasses.replace(config, seed=record.seed), client, address, directory)
     actors = None
     if options.role == "all" and agent.actor is not None and config.num_actors:
-        actors = ActorSupervisor(agent.module, directory / "config.json", address, config.num_actors, directory)
+        actors = ActorSupervisor(
+            agent.module, directory / "config.json", address, config.num_actors, directory, record.index
+        )  # fmt: skip
     print(f"run directory {directory}; Reverb at {address}", flush=True)
+    if options.role == "learner" and record.index:
+        print(f"start {record.index} of this run: start its actors with --segment={record.index}", flush=True)
     status = loop.run(learner, directory, loop.settings(config), record, actors)
     sys.stdout.flush()
     native_log.flush()
@@ -191,13 +201,18 @@ def run_actor(agent: Agent, config: Any, options: Options) -> None:
     tf.config.threading.set_inter_op_parallelism_threads(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # The learner stops its actors.
     client = reverb_server.connect(options.replay_address, options.connect_timeout_s)
-    seed = int(np.random.SeedSequence([config.seed, options.actor_id, options.incarnation]).generate_state(1)[0])
     name = f"actor {options.actor_id}"
     threading.Thread(target=exit_when_server_gone, args=(client, name, ACTOR_PATIENCE_S), daemon=True).start()
     try:
-        agent.actor(config, client, seed % 2**31)
+        agent.actor(config, client, actor_seed(config.seed, options))
     except (reverb.errors.ReverbError, RuntimeError) as error:  # The server went away.
         print(f"{name}: stopping, Reverb server gone ({type(error).__name__})", file=sys.stderr)
+
+
+def actor_seed(seed: int, options: Options) -> int:
+    """An actor process's seed: its own per actor, restart and start of the run (`run_dir.segment_seed`)."""
+    entropy = [run_dir.segment_seed(seed, options.segment), options.actor_id, options.incarnation]
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0] % 2**31)
 
 
 def exit_when_server_gone(client: reverb.Client, name: str, patience_s: float, period_s: float = 5.0) -> None:
@@ -220,10 +235,17 @@ def exit_when_server_gone(client: reverb.Client, name: str, patience_s: float, p
 
 
 class ActorSupervisor:
-    """Starts actor processes and restarts any that die while training runs."""
+    """Starts actor processes and restarts any that die while training runs.
 
-    def __init__(self, module: str, config_path: pathlib.Path, address: str, num_actors: int, log_dir: pathlib.Path):
+    `segment`: which start of the run they serve (`run_dir.RunRecord.index`), for their seeds.
+    """
+
+    def __init__(
+        self, module: str, config_path: pathlib.Path, address: str, num_actors: int, log_dir: pathlib.Path,
+        segment: int = 0,
+    ):  # fmt: skip
         self._module, self._config_path, self._address, self._log_dir = module, config_path, address, log_dir
+        self._segment = segment
         self._processes: dict[int, subprocess.Popen] = {}
         self._incarnations = dict.fromkeys(range(num_actors), 0)
         self._stopping = threading.Event()
@@ -239,7 +261,7 @@ class ActorSupervisor:
         command = [
             sys.executable, "-m", self._module, "--role=actor", f"--config={self._config_path}",
             f"--replay_address={self._address}", f"--actor_id={actor_id}",
-            f"--incarnation={self._incarnations[actor_id]}",
+            f"--incarnation={self._incarnations[actor_id]}", f"--segment={self._segment}",
         ]  # fmt: skip
         log = open(self._log_dir / f"actor_{actor_id}.log", "a")
         self._processes[actor_id] = subprocess.Popen(

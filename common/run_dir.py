@@ -1,7 +1,7 @@
 """A training run's directory: config, provenance, episodes, TensorBoard, checkpoints.
 
     RUN_DIR/config.json       the resolved config, written once when the run is created
-    RUN_DIR/provenance.json   machine, and one segment per start: commit, command, wall time
+    RUN_DIR/provenance.json   machine, and one segment per start: commit, command, seed, wall time
     RUN_DIR/episodes.csv      frames,episode_return,episode_length,wall_time[,task]
     RUN_DIR/tasks.json        a multi-task run's per-task episodes and mean returns
     RUN_DIR/tb/               TensorBoard summaries
@@ -25,6 +25,7 @@ import shutil
 import time
 from typing import Any, Iterator, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from common import config as config_lib
@@ -74,14 +75,33 @@ def starting(path: pathlib.Path, config: Any, *, resume: bool, overwrite: bool) 
         raise
 
 
-def last_budget(directory: pathlib.Path) -> int | None:
-    """The frame budget of the run's latest start (a resume may have raised it), if recorded."""
+def recorded_segments(directory: pathlib.Path) -> list[dict[str, Any]]:
+    """The starts provenance.json records (none for a new run, or an unreadable record)."""
     path = directory / "provenance.json"
     try:
-        segments = json.loads(path.read_text()).get("segments", []) if path.exists() else []
+        return json.loads(path.read_text()).get("segments", []) if path.exists() else []
     except json.JSONDecodeError:
-        return None
+        return []
+
+
+def last_budget(directory: pathlib.Path) -> int | None:
+    """The frame budget of the run's latest start (a resume may have raised it), if recorded."""
+    segments = recorded_segments(directory)
     return segments[-1]["total_frames"] if segments else None
+
+
+def segment_seed(seed: int, segment: int) -> int:
+    """The seed of a run's start number `segment` (0: the first): the config's seed, then a new one per resume.
+
+    A resume restores the networks, optimizer and counters but rebuilds the
+    envs and the actors' random generators. Seeded with the config's seed
+    again, they would repeat the first start's draws (its env resets and its
+    exploration) from the resumed frame on. The first start keeps the
+    config's seed, so a run never resumed is what it was.
+    """
+    if segment == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, segment]).generate_state(1)[0] % 2**31)
 
 
 class RunRecord:
@@ -92,6 +112,8 @@ class RunRecord:
         previous = json.loads(self._path.read_text()) if self._path.exists() else {}
         self.segments: list[dict[str, Any]] = previous.get("segments", [])
         self._config, self._role = dataclasses.asdict(config), role
+        self.index = len(self.segments)  # This start's number: 0 for a new run.
+        self.seed = segment_seed(config.seed, self.index)  # What this start's envs and actors draw from.
         self._started = time.time()
 
     @property
@@ -106,7 +128,7 @@ class RunRecord:
         )  # fmt: skip
         self.segments.append({
             "commit": record["commit"], "dirty": record["dirty"], "command": record["command"],
-            "date_utc": record["date_utc"], "role": self._role, "frames_at_start": frames,
+            "date_utc": record["date_utc"], "role": self._role, "seed": self.seed, "frames_at_start": frames,
             "total_frames": total_frames, "wall_time_s": 0.0,
         })  # fmt: skip
         self._record = record

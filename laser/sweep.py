@@ -38,7 +38,7 @@ import time
 
 from absl import flags
 
-from common import cli, launch
+from common import cli, launch, run_dir
 from common import config as config_lib
 from common.errors import UsageError
 from common.networks import check_fits_env
@@ -154,10 +154,13 @@ def run_sweep(directory: pathlib.Path, configs: list[LaserConfig], saved: bool) 
             continue
         logs = directory / "logs" / f"member_{config.sweep_member}"
         logs.mkdir(parents=True, exist_ok=True)
+        segment = len(run_dir.recorded_segments(run))  # Read before the learner records this start.
         learners[config.sweep_member] = subprocess.Popen(
             member_command(config, path, run, address), stdout=open(logs / "learner.log", "a"), stderr=subprocess.STDOUT
         )
-        supervisors[config.sweep_member] = launch.ActorSupervisor("laser.train", path, address, config.num_actors, logs)
+        supervisors[config.sweep_member] = launch.ActorSupervisor(
+            "laser.train", path, address, config.num_actors, logs, segment
+        )  # fmt: skip
         supervisors[config.sweep_member].start()
     interrupted = False
     try:

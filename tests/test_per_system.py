@@ -59,6 +59,28 @@ def test_learns_catch_and_evaluates_at_eval_epsilon(tmp_path):
     assert result["epsilon"] == 0.001 and result["episodes"] == 30 and result["mean_return"] >= 0.8
 
 
+def returns(run_dir, frames_from=0):
+    """Episode returns in episodes.csv, of the episodes logged at or after `frames_from`."""
+    _, *rows = (run_dir / "episodes.csv").read_text().splitlines()
+    return [float(r.split(",")[1]) for r in rows if int(r.split(",")[0]) >= frames_from]
+
+
+@pytest.mark.slow
+def test_a_resumed_run_does_not_replay_its_first_games(tmp_path):
+    """At epsilon 1 the games are the env's and the actor's draws alone: a resume must draw anew."""
+    run_dir, explore = tmp_path / "run", ["--config_override=epsilon_start=1", "--config_override=epsilon_end=1"]
+    first = run("--preset=toy", f"--run_dir={run_dir}", "--frames=600", *explore)
+    assert first.returncode == 0, first.stdout + first.stderr
+    opening = returns(run_dir)
+    resumed = run(f"--run_dir={run_dir}", "--resume", "--frames=1200")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    after = returns(run_dir, frames_from=601)
+    assert len(opening) >= 40 and len(after) >= 40
+    assert after[:40] != opening[:40]  # Catch's returns are +-1: 40 equal by chance has odds 2^-40.
+    seeds = [s["seed"] for s in json.loads((run_dir / "provenance.json").read_text())["segments"]]
+    assert seeds[0] == 0 and seeds[1] != 0 and json.loads((run_dir / "config.json").read_text())["seed"] == 0
+
+
 @pytest.mark.slow
 def test_resume_keeps_the_replay_and_overwrite_does_not(tmp_path):
     run_dir = tmp_path / "run"

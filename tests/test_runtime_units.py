@@ -15,7 +15,7 @@ import reverb
 import tensorflow as tf
 
 from common import config as config_lib
-from common import loop, networks, run_dir
+from common import launch, loop, networks, run_dir
 from common.errors import UsageError
 from common.reverb import adders, datasets, server, tables
 from common.schedules import LinearSchedule
@@ -234,6 +234,54 @@ def test_loop_trains_to_the_budget_and_resumes_with_its_statistics(tmp_path):
     assert [s["total_frames"] for s in provenance["segments"]] == [50, 100]
     assert final["segments"] == 2
     assert final["wall_time_s"] == pytest.approx(sum(s["wall_time_s"] for s in provenance["segments"]), abs=0.2)
+
+
+def test_each_start_of_a_run_draws_from_its_own_seed(tmp_path):
+    """The first start keeps the config's seed (a run never resumed is as before); each resume gets a new one."""
+    seeds = [run_dir.segment_seed(7, segment) for segment in range(5)]
+    assert seeds[0] == 7 and len(set(seeds)) == 5 and all(0 <= s < 2**31 for s in seeds)
+    assert seeds == [run_dir.segment_seed(7, segment) for segment in range(5)]  # Reproducible.
+    assert run_dir.segment_seed(8, 1) != seeds[1]
+    toy_seed = PRESETS["toy"].seed
+    assert run_dir.RunRecord(tmp_path, PRESETS["toy"], "all").seed == toy_seed
+    run_loop(tmp_path, ScriptedLearner(), total_frames=50)
+    record = run_dir.RunRecord(tmp_path, PRESETS["toy"], "all")
+    assert record.index == 1 and record.seed == run_dir.segment_seed(toy_seed, 1) != toy_seed
+    run_loop(tmp_path, ScriptedLearner(), total_frames=100)
+    provenance = json.loads((tmp_path / "provenance.json").read_text())
+    assert [s["seed"] for s in provenance["segments"]] == [toy_seed, run_dir.segment_seed(toy_seed, 1)]
+    assert provenance["seeds"] == [toy_seed]  # The run's seed, as its config.json says.
+
+
+def test_actor_processes_seed_by_actor_restart_and_start(monkeypatch, tmp_path):
+    base = launch.Options()
+    # A run's first start seeds its actors as before this existed (committed runs regenerate).
+    old = int(np.random.SeedSequence([5, 2, 1]).generate_state(1)[0] % 2**31)
+    assert launch.actor_seed(5, dataclasses.replace(base, actor_id=2, incarnation=1)) == old
+    seeds = {
+        launch.actor_seed(5, dataclasses.replace(base, actor_id=a, incarnation=i, segment=s))
+        for a in range(2) for i in range(2) for s in range(3)
+    }  # fmt: skip
+    assert len(seeds) == 12
+    commands = []
+    monkeypatch.setattr(launch.subprocess, "Popen", lambda command, **_: commands.append(command) or FakeProcess())
+    supervisor = launch.ActorSupervisor("per.train", tmp_path / "config.json", "localhost:1", 2, tmp_path, segment=3)
+    supervisor.start()
+    supervisor.stop()
+    assert [c[-1] for c in commands] == ["--segment=3", "--segment=3"]
+
+
+class FakeProcess:
+    pid = 0
+
+    def poll(self):
+        return None
+
+    def terminate(self):
+        pass
+
+    def wait(self, timeout=None):
+        return 0
 
 
 def test_a_resume_after_a_kill_drops_the_episodes_logged_past_its_checkpoint(tmp_path, capsys):
