@@ -96,7 +96,7 @@ def requested_fields(request: Request, base: Any) -> dict[str, Any]:
     """The fields `request` sets on top of `base`, typed, without env options."""
     defaults = {f.name: getattr(base, f.name) for f in dataclasses.fields(base) if f.name != "env_options"}
     # Env options are pairs, set one by one with --env_option, not by --config_override.
-    fields = cli.parse_assignments(request.overrides, defaults)
+    fields = cli.parse_assignments(request.overrides, defaults, what="config field")
     if request.env is not None:
         fields["env"] = request.env
     if request.frames is not None:
@@ -148,7 +148,8 @@ def resume(saved: C, request: Request, presets: Mapping[str, C], what: str) -> C
             raise choice_error("preset", request.preset, presets)
         base = presets[request.preset]
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base) if f.name not in OPERATIONAL_FIELDS}
-    fields.update(requested_fields(request, saved))
+    requested = requested_fields(request, saved)
+    fields.update(requested)
     if request.env_options:
         given = cli.parse_assignments(request.env_options, envs.option_fields(saved.env))
         fields["env_options"] = tuple(sorted({**dict(saved.env_options), **given}.items()))
@@ -156,8 +157,10 @@ def resume(saved: C, request: Request, presets: Mapping[str, C], what: str) -> C
     forbidden = [name for name in changed if name not in OPERATIONAL_FIELDS]
     if forbidden:
         name = forbidden[0]
+        from_preset = request.preset is not None and name not in requested
+        cause = f"--preset={request.preset}'s {name}" if from_preset else name
         raise UsageError(
-            f"--resume keeps the run's saved config: {name} would change from {getattr(saved, name)!r} to "
+            f"--resume keeps the run's saved config: {cause} would change from {getattr(saved, name)!r} to "
             f"{fields[name]!r}; a resumed run may change only {', '.join(OPERATIONAL_FIELDS)}"
         )
     return override(saved, {name: fields[name] for name in changed}, what)

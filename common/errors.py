@@ -7,10 +7,14 @@ user who mistypes a flag, name or file sees one line and no traceback.
 from __future__ import annotations
 
 import functools
+import signal
 import sys
 from typing import Callable, Collection, Iterable, Sequence, TypeVar
 
 USAGE_EXIT_CODE = 2
+# A training run stopped by Ctrl-C or SIGTERM with its checkpoint saved exits 128 + the signal's number,
+# as a shell reports a process a signal ended: a script tells it from a finished run (0).
+INTERRUPTED_EXIT_CODES = (128 + signal.SIGINT, 128 + signal.SIGTERM)
 
 F = TypeVar("F", bound=Callable)
 

@@ -136,9 +136,12 @@ def _progress(returns: list[list[float]], episodes: int, start: float) -> float:
     """Prints episodes played, their mean return and the ETA; the time it printed."""
     played = [r for env_returns in returns for r in env_returns]
     now = time.monotonic()
-    eta = (now - start) / len(played) * (episodes - len(played))
-    print(f"episodes {len(played)}/{episodes} | mean return {np.mean(played):.2f} | "
-          f"ETA {run_dir.duration(eta)}", flush=True)  # fmt: skip
+    # Until every env has ended a game, the envs' first games end together, and episodes/s is far too low.
+    if all(env_returns for env_returns in returns):
+        eta = run_dir.duration((now - start) / len(played) * (episodes - len(played)))
+    else:
+        eta = "?"
+    print(f"episodes {len(played)}/{episodes} | mean return {np.mean(played):.2f} | ETA {eta}", flush=True)
     return now
 
 
@@ -156,11 +159,12 @@ def report(
     protocol = {"atari": atari_protocol, **SCORE_PROTOCOLS}.get(family)
     if protocol is not None:
         result["human_normalized"] = scores.normalized(name, result["mean_return"], protocol)
-    (directory / f"eval_step{step}.json").write_text(json.dumps(result, indent=2) + "\n")
+    path = directory / f"eval_step{step}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
     normalized = f", {100 * result['human_normalized']:.1f}% of human" if "human_normalized" in result else ""
     print(
         f"{config.env} at learner step {step}: mean return {result['mean_return']:.2f} "
-        f"± {result['std_return']:.2f} over {len(returns)} episodes{normalized}"
+        f"± {result['std_return']:.2f} over {len(returns)} episodes{normalized}; written to {path}"
     )
     return result
 
@@ -201,14 +205,16 @@ def report_suite(
         "env": config.env, "checkpoint_step": step, "episodes": len(next(iter(returns.values()))), "seed": seed,
         "wall_time_s": round(wall_time_s, 1), **suite_result(config, returns),
     }  # fmt: skip
-    (directory / f"eval_step{step}.json").write_text(json.dumps(result, indent=2) + "\n")
+    path = directory / f"eval_step{step}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{'level':40s} {'mean return':>12s} {'human':>8s}")
     for level, entry in result["levels"].items():
         print(f"{level:40s} {entry['mean_return']:12.2f} {100 * entry['human_normalized']:7.1f}%")
     print(
         f"{config.env} at learner step {step}, {result['episodes']} episodes per level: median "
         f"{100 * result['human_normalized_median']:.1f}% of human, mean capped "
-        f"{100 * result['human_normalized_mean_capped']:.1f}%, mean {100 * result['human_normalized_mean']:.1f}%"
+        f"{100 * result['human_normalized_mean_capped']:.1f}%, mean {100 * result['human_normalized_mean']:.1f}%; "
+        f"written to {path}"
     )
     return result
 

@@ -3,7 +3,8 @@
 The agent supplies a `Learner` (IMPALA: learn from one queue batch; Double
 DQN: act, insert, maybe learn). The loop owns everything around it:
 
-* Ctrl-C and SIGTERM: stop between steps, save a final checkpoint;
+* Ctrl-C and SIGTERM: stop between steps, save a final checkpoint, exit
+  128 + the signal's number (`errors.INTERRUPTED_EXIT_CODES`);
 * a non-finite loss: stop without saving, keep the last good checkpoint;
 * checkpoints every `checkpoint_every_s`, with the agent's extra state;
 * progress lines (frames/s, steps/s, return, ETA), TensorBoard,
@@ -106,7 +107,7 @@ def run(
     episodes = run_dir.EpisodeLog(directory, tasks=config.tasks, resumed_at=learner.frames)
     writer = run_dir.summary_writer(directory)
     progress = run_dir.Progress(config.total_frames, config.log_every_s)
-    stop, previous_handlers = _stop_on_signals()
+    stop, signals, previous_handlers = _stop_on_signals()
     last_checkpoint = time.monotonic()
 
     def save() -> None:
@@ -136,6 +137,7 @@ def run(
         save()
         if stop.is_set():
             print(f"interrupted: saved checkpoint at step {learner.steps}; continue with --resume", flush=True)
+            status = 128 + signals[0]
         else:
             _finish(directory, learner, episodes, record, actors)
     except NonFiniteLossError as error:
@@ -151,17 +153,22 @@ def run(
     return status
 
 
-def _stop_on_signals() -> tuple[threading.Event, dict]:
-    """An event set by Ctrl-C or SIGTERM, and the handlers it replaced.
+def _stop_on_signals() -> tuple[threading.Event, list[int], dict]:
+    """An event set by Ctrl-C or SIGTERM, the signals received, and the handlers it replaced.
 
     The handler only sets the event: raising from it could land inside a C++
     call and turn into another error.
     """
-    stop = threading.Event()
+    stop, received = threading.Event(), []
+
+    def handler(signum: int, _) -> None:
+        received.append(signum)
+        stop.set()
+
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     for signum in previous:
-        signal.signal(signum, lambda *_: stop.set())
-    return stop, previous
+        signal.signal(signum, handler)
+    return stop, received, previous
 
 
 def _log(progress: run_dir.Progress, learner: Learner, metrics, episodes: run_dir.EpisodeLog, writer) -> None:

@@ -97,8 +97,9 @@ class LaserConfig(ImpalaConfig):
             )
         if replayed and self.replay_capacity_unrolls < replayed:
             raise UsageError(
-                f"replay_capacity={self.replay_capacity} observations hold {self.replay_capacity_unrolls} unrolls "
-                f"of unroll_length={self.unroll_length}, fewer than a replay batch of {replayed}"
+                f"replay_capacity={self.replay_capacity} observations hold {self.replay_capacity_unrolls} unroll(s) "
+                f"of unroll_length={self.unroll_length}, fewer than a replay batch of {replayed}; give at least "
+                f"replay_capacity={replayed * self.unroll_length}"
             )
         if replayed and self.min_replay_unrolls > self.replay_capacity_unrolls:
             raise UsageError(

@@ -40,7 +40,7 @@ from absl import flags
 
 from common import cli, launch, run_dir
 from common import config as config_lib
-from common.errors import UsageError
+from common.errors import INTERRUPTED_EXIT_CODES, UsageError
 from common.networks import check_fits_env
 from common.reverb import server as reverb_server
 from laser import agent
@@ -179,7 +179,7 @@ def run_sweep(directory: pathlib.Path, configs: list[LaserConfig], saved: bool) 
             process.wait()
     for supervisor in supervisors.values():
         supervisor.stop()
-    failed = [m for m, p in learners.items() if p.returncode not in (0, 130)]
+    failed = [m for m, p in learners.items() if p.returncode not in (0, *INTERRUPTED_EXIT_CODES)]
     rows = summarise(directory, configs)
     for row in rows:
         print("  ".join(f"{k} {v}" for k, v in row.items()), flush=True)

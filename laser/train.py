@@ -1,4 +1,4 @@
-"""Train LASER (Schmitt, Hessel & Simonyan 2020): IMPALA with a replay mixed into every batch.
+r"""Train LASER (Schmitt, Hessel & Simonyan 2020): IMPALA with a replay mixed into every batch.
 
 One machine (an in-process Reverb server, the learner, N actor processes):
 

@@ -29,7 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-from common.errors import UsageError
+from common.errors import INTERRUPTED_EXIT_CODES, UsageError
 from reproduce import REPO_ROOT
 
 # Flags of a training command that name where it runs, not what it trains.
@@ -237,7 +237,7 @@ def run_to_completion(command: list[str], run_dir: pathlib.Path, finished: Calla
         status = process.wait()
     finally:
         signal.signal(signal.SIGINT, previous)
-    if status and status != 130:
+    if status and status not in INTERRUPTED_EXIT_CODES:
         print(f"error: training {run_dir} failed with exit status {status}", file=sys.stderr, flush=True)
         sys.exit(status)
     if not finished():

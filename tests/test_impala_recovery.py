@@ -40,14 +40,14 @@ def test_killed_learner_resumes_from_its_last_checkpoint(tmp_path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_saves_a_final_checkpoint_and_exits_cleanly(tmp_path):
+def test_ctrl_c_saves_a_final_checkpoint_and_exits_130(tmp_path):
     run_dir = tmp_path / "run"
     process = start(f"--run_dir={run_dir}", "--frames=10000000")
     wait_for(lambda: episodes_logged(run_dir), what="first episodes")
     time.sleep(2)
     process.send_signal(signal.SIGINT)
     output, _ = process.communicate(timeout=120)
-    assert process.returncode == 0, output
+    assert process.returncode == 130, output  # 128 + SIGINT: interrupted, not finished.
     assert "interrupted: saved checkpoint at step" in output
     assert max(checkpoint_steps(run_dir)) > 0
     for pid in map(int, (run_dir / "actor_pids").read_text().split()):
@@ -122,7 +122,7 @@ def test_ctrl_c_reaches_a_learner_waiting_on_an_empty_queue(tmp_path):
         time.sleep(3)  # Now blocked waiting for unrolls that never come.
         learner.send_signal(signal.SIGINT)
         output, _ = learner.communicate(timeout=60)
-        assert learner.returncode == 0 and "interrupted: saved checkpoint at step 0" in output, output
+        assert learner.returncode == 130 and "interrupted: saved checkpoint at step 0" in output, output
     finally:
         for process in (server, learner):
             if process.poll() is None:

@@ -133,8 +133,8 @@ BAD_INPUT = [
     (["--preset=atari_huge"], "preset"),
     (["--env=atari:pongg"], "unknown atari name 'pongg'"),
     (["--config_override=batch_size=many"], "expected an integer"),
-    (["--config_override=colour=1"], "unknown option 'colour'"),
-    (["--config_override=env_options=x"], "unknown option 'env_options'"),  # --env_option sets those.
+    (["--config_override=colour=1"], "unknown config field 'colour'"),
+    (["--config_override=env_options=x"], "unknown config field 'env_options'"),  # --env_option sets those.
     (["--config_override=batch_size=100"], "queue_size=64 must exceed batch_size=100"),
     (["--config_override=unroll_length=0"], "unroll_length=0: must be >= 1"),
     (["--actors=-1"], "num_actors=-1: must be >= 1"),

@@ -333,7 +333,8 @@ def test_presets_batches():
         ({"replay_fraction": -0.1}, "replay_fraction=-0.1: must be in [0, 1]"),
         ({"replay_fraction": 1.5}, "replay_fraction=1.5: must be in [0, 1]"),
         ({"trust_region_threshold": -1.0}, "trust_region_threshold=-1.0: must be >= 0"),
-        ({"replay_capacity": 13 * 9}, "hold 13 unrolls of unroll_length=9, fewer than a replay batch of 14"),
+        ({"replay_capacity": 13 * 9}, "hold 13 unroll(s) of unroll_length=9, fewer than a replay batch of 14"),
+        ({"replay_capacity": 13 * 9}, "; give at least replay_capacity=126"),  # 14 unrolls of 9.
         ({"batch_size": 8, "replay_fraction": 0.96}, "rounds to 0 online and 8 replayed"),
         ({"replay_fraction": 0.02}, "rounds to 16 online and 0 replayed"),
         ({"correction": "none"}, "correction='none' with trust_region=True"),

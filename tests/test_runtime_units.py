@@ -5,6 +5,8 @@ import csv
 import dataclasses
 import json
 import math
+import os
+import signal
 import socket
 import threading
 
@@ -16,7 +18,7 @@ import tensorflow as tf
 
 from common import config as config_lib
 from common import launch, loop, networks, run_dir
-from common.errors import UsageError
+from common.errors import INTERRUPTED_EXIT_CODES, UsageError
 from common.reverb import adders, datasets, server, tables
 from common.schedules import LinearSchedule
 from impala.config import PRESETS
@@ -46,7 +48,7 @@ def test_resolve_applies_only_what_was_given():
         ({"actors": 0}, "num_actors=0: must be >= 1"),
         ({"preset": "huge"}, "unknown preset 'huge'; accepted: atari_shallow"),
         ({"preset": "toy", "config_file": "x.json"}, "--config x.json: no such file"),
-        ({"overrides": ("env_options=x",)}, "unknown option 'env_options'"),
+        ({"overrides": ("env_options=x",)}, "unknown config field 'env_options'"),
         # NaN passes every range check (NaN < 0 is false), so it is refused as it is parsed.
         ({"overrides": ("learning_rate=nan",)}, "option learning_rate='nan': expected a finite number"),
         ({"overrides": ("max_grad_norm=inf",)}, "option max_grad_norm='inf': expected a finite number"),
@@ -76,7 +78,8 @@ def test_resume_changes_only_operational_fields():
         ({"env": "minatar:asterix"}, "env"),
         ({"overrides": ("learning_rate=0.1",)}, "learning_rate"),
         ({"seed": 5}, "seed"),
-        ({"preset": "toy"}, "env"),  # Another preset's settings, starting with its env.
+        ({"preset": "toy"}, "--preset=toy's env"),  # Another preset's settings, named as the preset's.
+        ({"preset": "toy", "env": "minatar:asterix"}, "env"),  # A field given itself is named as such.
         ({"env_options": ("sticky_action_prob=0.2",)}, "env_options"),
     ],
 )
@@ -234,6 +237,29 @@ def test_loop_trains_to_the_budget_and_resumes_with_its_statistics(tmp_path):
     assert [s["total_frames"] for s in provenance["segments"]] == [50, 100]
     assert final["segments"] == 2
     assert final["wall_time_s"] == pytest.approx(sum(s["wall_time_s"] for s in provenance["segments"]), abs=0.2)
+
+
+class SignalledLearner(ScriptedLearner):
+    """Sends its own process `signum` at step 3, as Ctrl-C or `kill` would mid-run."""
+
+    def __init__(self, signum):
+        super().__init__()
+        self.signum = signum
+
+    def step(self):
+        if self.steps == 2:
+            os.kill(os.getpid(), self.signum)
+        return super().step()
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signalled_run_saves_and_exits_128_plus_the_signal(tmp_path, signum, status):
+    """Not 0: a script must tell a stopped run (checkpoint, no final.json) from a finished one."""
+    learner, before = SignalledLearner(signum), signal.getsignal(signum)
+    assert run_loop(tmp_path, learner, total_frames=1000) == status
+    assert status in INTERRUPTED_EXIT_CODES
+    assert checkpoint_steps(tmp_path)[-1] == learner.steps < 100 and not (tmp_path / "final.json").exists()
+    assert signal.getsignal(signum) is before  # The loop's handlers are gone.
 
 
 def test_each_start_of_a_run_draws_from_its_own_seed(tmp_path):
