@@ -116,14 +116,17 @@ def summarise(directory: pathlib.Path, configs: list[LaserConfig]) -> list[dict]
     rows = []
     for config in configs:
         run = directory / f"member_{config.sweep_member}"
-        returns = []
+        episodes = []
         if (run / "episodes.csv").exists():
             with open(run / "episodes.csv", newline="") as f:
-                returns = [float(r["episode_return"]) for r in csv.DictReader(f)]
+                episodes = list(csv.DictReader(f))
+        returns = [float(e["episode_return"]) for e in episodes]
         final = json.loads((run / "final.json").read_text()) if (run / "final.json").exists() else {}
+        # An unfinished member (interrupted, or still running elsewhere) has no final.json: its last game's frames.
+        frames = final.get("frames", int(episodes[-1]["frames"]) if episodes else 0)
         rows.append({
             "member": config.sweep_member, "learning_rate": config.learning_rate, "entropy_cost": config.entropy_cost,
-            "seed": config.seed, "frames": final.get("frames"), "episodes": len(returns),
+            "seed": config.seed, "finished": finished(run, config), "frames": frames, "episodes": len(returns),
             "last100": round(sum(returns[-100:]) / len(returns[-100:]), 3) if returns else None,
         })  # fmt: skip
     with open(directory / "sweep_summary.csv", "w", newline="") as f:

@@ -107,6 +107,24 @@ def test_sweep_bad_input_is_one_line_and_leaves_nothing(tmp_path):
         assert not directory.exists()
 
 
+def test_the_summary_of_an_interrupted_sweep_gives_each_members_frames(tmp_path):
+    from laser import sweep
+
+    configs = sweep_members(dataclasses.replace(PRESETS["toy_laser"], total_frames=1000), 2)
+    for member, rows in ((0, [(400, 1.0), (1000, 3.0)]), (1, [(300, 2.0), (600, 4.0)])):
+        run = tmp_path / f"member_{member}"
+        run.mkdir()
+        lines = ["frames,episode_return,episode_length,wall_time", *(f"{f},{r},10,1.0" for f, r in rows)]
+        (run / "episodes.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "member_0" / "final.json").write_text('{"frames": 1008}')
+    rows = sweep.summarise(tmp_path, configs)
+    assert [(r["finished"], r["frames"], r["episodes"], r["last100"]) for r in rows] == [
+        (True, 1008, 2, 2.0), (False, 600, 2, 3.0)
+    ]  # fmt: skip
+    with open(tmp_path / "sweep_summary.csv", newline="") as f:
+        assert [r["frames"] for r in csv.DictReader(f)] == ["1008", "600"]
+
+
 @pytest.mark.slow
 def test_a_two_member_sweep_trains_resumes_and_keeps_finished_members(tmp_path):
     directory = tmp_path / "sweep"
