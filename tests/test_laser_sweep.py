@@ -2,6 +2,7 @@
 
 import csv
 import dataclasses
+import json
 import pathlib
 import subprocess
 import sys
@@ -108,16 +109,23 @@ def test_sweep_bad_input_is_one_line_and_leaves_nothing(tmp_path):
 
 
 def test_the_summary_of_an_interrupted_sweep_gives_each_members_frames(tmp_path):
-    from laser import sweep
-
-    configs = sweep_members(dataclasses.replace(PRESETS["toy_laser"], total_frames=1000), 2)
     for member, rows in ((0, [(400, 1.0), (1000, 3.0)]), (1, [(300, 2.0), (600, 4.0)])):
         run = tmp_path / f"member_{member}"
         run.mkdir()
         lines = ["frames,episode_return,episode_length,wall_time", *(f"{f},{r},10,1.0" for f, r in rows)]
         (run / "episodes.csv").write_text("\n".join(lines) + "\n")
     (tmp_path / "member_0" / "final.json").write_text('{"frames": 1008}')
-    rows = sweep.summarise(tmp_path, configs)
+    script = (  # In its own process: laser.sweep defines flags that other tests' modules define too.
+        "import dataclasses, json, pathlib, sys\n"
+        "from laser import sweep\n"
+        "configs = sweep.sweep_members(dataclasses.replace(sweep.PRESETS['toy_laser'], total_frames=1000), 2)\n"
+        "print(json.dumps(sweep.summarise(pathlib.Path(sys.argv[1]), configs)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout.splitlines()[-1])
     assert [(r["finished"], r["frames"], r["episodes"], r["last100"]) for r in rows] == [
         (True, 1008, 2, 2.0), (False, 600, 2, 3.0)
     ]  # fmt: skip
