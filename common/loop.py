@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, Protocol, Sequence
 import tensorflow as tf
 
 from common import envs, run_dir
+from common.errors import STOP_SIGNALS
 
 
 class Step(NamedTuple):
@@ -165,7 +166,7 @@ def _stop_on_signals() -> tuple[threading.Event, list[int], dict]:
         received.append(signum)
         stop.set()
 
-    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
     for signum in previous:
         signal.signal(signum, handler)
     return stop, received, previous

@@ -31,7 +31,6 @@ import csv
 import dataclasses
 import json
 import pathlib
-import signal
 import subprocess
 import sys
 import time
@@ -40,7 +39,7 @@ from absl import flags
 
 from common import cli, launch, run_dir
 from common import config as config_lib
-from common.errors import INTERRUPTED_EXIT_CODES, UsageError
+from common.errors import INTERRUPTED_EXIT_CODES, StopRequested, UsageError, raise_on_stop_signals
 from common.networks import check_fits_env
 from common.reverb import server as reverb_server
 from laser import agent
@@ -126,7 +125,8 @@ def summarise(directory: pathlib.Path, configs: list[LaserConfig]) -> list[dict]
         frames = final.get("frames", int(episodes[-1]["frames"]) if episodes else 0)
         rows.append({
             "member": config.sweep_member, "learning_rate": config.learning_rate, "entropy_cost": config.entropy_cost,
-            "seed": config.seed, "finished": finished(run, config), "frames": frames, "episodes": len(returns),
+            "seed": config.seed, "finished": final.get("frames", -1) >= config.total_frames, "frames": frames,
+            "episodes": len(returns),
             "last100": round(sum(returns[-100:]) / len(returns[-100:]), 3) if returns else None,
         })  # fmt: skip
     with open(directory / "sweep_summary.csv", "w", newline="") as f:
@@ -142,58 +142,69 @@ def finished(run: pathlib.Path, config: LaserConfig) -> bool:
 
 
 def run_sweep(directory: pathlib.Path, configs: list[LaserConfig], saved: bool) -> int:
-    """Server here, a learner and its actors per member; returns the exit status."""
+    """Server here, a learner and its actors per member; returns the exit status.
+
+    Ctrl-C or SIGTERM, to the driver alone or to its whole process group, is
+    handed to each running learner, which saves a checkpoint; the status is
+    then 128 + the signal, as it is when a member's learner alone was stopped.
+    """
     server = reverb_server.make_server(agent.sweep_tables(configs), FLAGS.port)  # Before any write: a busy port fails.
     if not saved:
         write_configs(directory, configs)
     address = f"localhost:{server.port}"
     print(f"sweep of {len(configs)} members in {directory}; shared replay at {address}", flush=True)
-    learners, supervisors = {}, {}
-    for config in configs:
-        path = config_path(directory, config.sweep_member)
-        run = directory / f"member_{config.sweep_member}"
-        if finished(run, config):
-            print(f"member {config.sweep_member}: finished earlier, kept", flush=True)
-            continue
-        logs = directory / "logs" / f"member_{config.sweep_member}"
-        logs.mkdir(parents=True, exist_ok=True)
-        segment = len(run_dir.recorded_segments(run))  # Read before the learner records this start.
-        learners[config.sweep_member] = subprocess.Popen(
-            member_command(config, path, run, address), stdout=open(logs / "learner.log", "a"), stderr=subprocess.STDOUT
-        )
-        supervisors[config.sweep_member] = launch.ActorSupervisor(
-            "laser.train", path, address, config.num_actors, logs, segment
-        )  # fmt: skip
-        supervisors[config.sweep_member].start()
-    interrupted = False
+    learners, supervisors, stop = {}, {}, None
+    raise_on_stop_signals()
     try:
+        for config in configs:
+            start_member(directory, config, address, learners, supervisors)
         while any(p.poll() is None for p in learners.values()):
             time.sleep(1.0)
             for member, process in learners.items():
                 if process.poll() is not None and member in supervisors:
                     supervisors.pop(member).stop()
-    except KeyboardInterrupt:  # Each learner saves a checkpoint and stops (a second SIGINT changes nothing).
-        interrupted = True
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except StopRequested as request:  # Each learner saves a checkpoint and stops; wait for that.
+        stop = request
         for process in learners.values():
             if process.poll() is None:
-                process.send_signal(signal.SIGINT)
+                process.send_signal(request.exit_code - 128)
         for process in learners.values():
             process.wait()
     for supervisor in supervisors.values():
         supervisor.stop()
-    failed = [m for m, p in learners.items() if p.returncode not in (0, *INTERRUPTED_EXIT_CODES)]
     rows = summarise(directory, configs)
     for row in rows:
         print("  ".join(f"{k} {v}" for k, v in row.items()), flush=True)
-    if interrupted:
-        print(f"interrupted: members keep their checkpoints; continue with --sweep_dir {directory} --resume")
-        return 130
+    interrupted = {m: p.returncode for m, p in learners.items() if p.returncode in INTERRUPTED_EXIT_CODES}
+    failed = [m for m, p in learners.items() if p.returncode not in (0, *INTERRUPTED_EXIT_CODES)]
     if failed:
         logs = ", ".join(str(directory / "logs" / f"member_{m}" / "learner.log") for m in failed)
         print(f"error: member(s) {failed} failed; see {logs}", file=sys.stderr)
         return 1
+    if stop is not None or interrupted:
+        members = "members keep" if stop is not None else f"member(s) {sorted(interrupted)} stopped; they keep"
+        print(f"interrupted: {members} their checkpoints; continue with --sweep_dir {directory} --resume", flush=True)
+        return stop.exit_code if stop is not None else next(iter(interrupted.values()))
     return 0
+
+
+def start_member(directory: pathlib.Path, config: LaserConfig, address: str, learners: dict, supervisors: dict) -> None:
+    """Starts a member's learner and actors, unless it finished earlier."""
+    path = config_path(directory, config.sweep_member)
+    run = directory / f"member_{config.sweep_member}"
+    if finished(run, config):
+        print(f"member {config.sweep_member}: finished earlier, kept", flush=True)
+        return
+    logs = directory / "logs" / f"member_{config.sweep_member}"
+    logs.mkdir(parents=True, exist_ok=True)
+    segment = len(run_dir.recorded_segments(run))  # Read before the learner records this start.
+    learners[config.sweep_member] = subprocess.Popen(
+        member_command(config, path, run, address), stdout=open(logs / "learner.log", "a"), stderr=subprocess.STDOUT
+    )
+    supervisors[config.sweep_member] = launch.ActorSupervisor(
+        "laser.train", path, address, config.num_actors, logs, segment
+    )  # fmt: skip
+    supervisors[config.sweep_member].start()
 
 
 def main(argv: list[str]) -> None:

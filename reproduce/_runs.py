@@ -29,7 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-from common.errors import INTERRUPTED_EXIT_CODES, UsageError
+from common.errors import INTERRUPTED_EXIT_CODES, STOP_SIGNALS, UsageError
 from reproduce import REPO_ROOT
 
 # Flags of a training command that name where it runs, not what it trains.
@@ -226,23 +226,28 @@ def set_aside(run_dir: pathlib.Path) -> pathlib.Path | None:
 def run_to_completion(command: list[str], run_dir: pathlib.Path, finished: Callable[[], bool]) -> None:
     """Runs `command` (a training run or sweep writing into `run_dir`) until `finished()`.
 
-    Ctrl-C reaches the training run too, which saves a checkpoint and returns
-    unfinished; this process waits for it, then exits with status 130 and
-    says how to continue. A failed run exits with its status.
+    Ctrl-C or SIGTERM, to this process alone or to its group, is handed to
+    the training run, which saves a checkpoint and returns unfinished; this
+    process waits for it, then exits with the run's status (128 + the signal)
+    and says how to continue. A failed run exits with its status.
     """
     print(" ".join(command), flush=True)
     process = subprocess.Popen(command, cwd=REPO_ROOT)
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    # A terminal's Ctrl-C reaches the run twice, from the terminal and from here; its second changes nothing.
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, lambda signum, _: process.send_signal(signum))
     try:
         status = process.wait()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if status and status not in INTERRUPTED_EXIT_CODES:
         print(f"error: training {run_dir} failed with exit status {status}", file=sys.stderr, flush=True)
         sys.exit(status)
     if not finished():
         print(f"interrupted: {run_dir} keeps its checkpoint; run the same command to resume", flush=True)
-        sys.exit(130)
+        sys.exit(status or 130)
 
 
 def wall_time(finals) -> float:

@@ -1,9 +1,12 @@
 """LASER's shared-replay sweep: the grid, the tables, one replay fed by every member, the CLI."""
 
+import contextlib
 import csv
 import dataclasses
 import json
+import os
 import pathlib
+import signal
 import subprocess
 import sys
 
@@ -12,6 +15,7 @@ import pytest
 import reverb
 import tensorflow as tf
 import usage_cases
+from test_impala_system import alive, checkpoint_steps, episodes_logged, wait_for
 
 from common.errors import UsageError
 from common.reverb import datasets
@@ -153,3 +157,62 @@ def test_a_two_member_sweep_trains_resumes_and_keeps_finished_members(tmp_path):
         [*SWEEP, *common, "--resume", "--preset=toy_laser"], cwd=REPO, capture_output=True, text=True, timeout=120
     )
     assert changed.returncode == 2 and "--preset cannot change" in changed.stderr
+
+
+def _ignore_sigint() -> None:
+    """As a background job of a non-interactive shell (`nohup ... &`) starts: Python raises no KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", ["ctrl_c_to_the_group", "sigterm_to_the_driver", "each_learner_alone"])
+def test_a_stopped_sweep_saves_every_member_and_exits_128_plus_the_signal(tmp_path, stop):
+    """A terminal's Ctrl-C (to the whole group, also with SIGINT inherited ignored), a `kill` of the driver, or
+    signals to the learners alone: every member saves, and the status says the sweep was interrupted."""
+    directory = tmp_path / "sweep"
+    driver = subprocess.Popen(
+        [*SWEEP, f"--sweep_dir={directory}", "--preset=toy_laser", "--agents=2", "--frames=1e7"], cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, preexec_fn=_ignore_sigint,
+    )  # fmt: skip
+    members = [directory / f"member_{m}" for m in (0, 1)]
+    try:
+        wait_for(lambda: all(episodes_logged(run) for run in members), timeout=300, what="both members' episodes")
+        actors = [
+            int(pid) for m in (0, 1) for pid in (directory / "logs" / f"member_{m}" / "actor_pids").read_text().split()
+        ]
+        if stop == "ctrl_c_to_the_group":
+            os.killpg(driver.pid, signal.SIGINT)
+        elif stop == "sigterm_to_the_driver":
+            driver.send_signal(signal.SIGTERM)
+        else:
+            for run, signum in zip(members, (signal.SIGINT, signal.SIGTERM)):
+                for pid in _pids_mentioning(f"--run_dir={run}"):
+                    os.kill(pid, signum)
+        output, _ = driver.communicate(timeout=180)
+        expected = {"ctrl_c_to_the_group": 130, "sigterm_to_the_driver": 143, "each_learner_alone": 130}[stop]
+        assert driver.returncode == expected, output
+        assert f"continue with --sweep_dir {directory} --resume" in output, output
+        for m, run in enumerate(members):
+            assert "interrupted: saved checkpoint" in (directory / "logs" / f"member_{m}" / "learner.log").read_text()
+            assert max(checkpoint_steps(run)) > 0 and not (run / "final.json").exists()
+        with open(directory / "sweep_summary.csv", newline="") as f:
+            assert [r["finished"] for r in csv.DictReader(f)] == ["False", "False"]
+        wait_for(lambda: not any(alive(pid) for pid in actors), timeout=30, what="the members' actors to exit")
+    finally:  # After a failure, nothing of the sweep may outlive the test.
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+        for pid in _pids_mentioning(str(directory)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _pids_mentioning(text: str) -> list[int]:
+    """The processes whose command line holds `text`."""
+    pids = []
+    for cmdline in pathlib.Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text in cmdline.read_bytes().decode(errors="replace"):
+                pids.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return pids

@@ -8,7 +8,10 @@ import math
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +25,7 @@ from common.errors import INTERRUPTED_EXIT_CODES, UsageError
 from common.reverb import adders, datasets, server, tables
 from common.schedules import LinearSchedule
 from impala.config import PRESETS
+from reproduce import REPO_ROOT
 
 Request = config_lib.Request
 
@@ -260,6 +264,45 @@ def test_a_signalled_run_saves_and_exits_128_plus_the_signal(tmp_path, signum, s
     assert status in INTERRUPTED_EXIT_CODES
     assert checkpoint_steps(tmp_path)[-1] == learner.steps < 100 and not (tmp_path / "final.json").exists()
     assert signal.getsignal(signum) is before  # The loop's handlers are gone.
+
+
+# A training run as `run_to_completion` sees it: it says it is ready, saves on a signal and exits 128 + it.
+STOPPABLE_RUN = """
+import pathlib, signal, sys, time
+def stop(signum, _):
+    print(f"saved on {signum}", flush=True)
+    sys.exit(128 + signum)
+signal.signal(signal.SIGINT, stop)
+signal.signal(signal.SIGTERM, stop)
+pathlib.Path(sys.argv[1]).write_text("ready")
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_study_script_hands_a_signal_to_its_run_and_exits_with_its_status(tmp_path, signum):
+    """`kill` of a reproduce script alone (not its group): the training run saves; the script says how to go on."""
+    ready = tmp_path / "ready"
+    script = (
+        "import pathlib, sys\n"
+        "from reproduce import _runs\n"
+        "_runs.run_to_completion([sys.executable, '-c', sys.argv[1], sys.argv[2]], pathlib.Path('R'), lambda: False)\n"
+    )
+    driver = subprocess.Popen(
+        [sys.executable, "-c", script, STOPPABLE_RUN, str(ready)], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        driver.send_signal(signum)
+        output, _ = driver.communicate(timeout=60)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    assert driver.returncode == 128 + signum, output
+    assert f"saved on {signum}" in output and "interrupted: R keeps its checkpoint" in output, output
 
 
 def test_each_start_of_a_run_draws_from_its_own_seed(tmp_path):

@@ -237,7 +237,7 @@ def test_a_signal_to_the_driver_alone_checkpoints_the_running_job(tmp_path, sign
         wait_for(lambda: episodes_logged(run_dir), what="the job's first episodes")
         driver.send_signal(signum)
         output, _ = driver.communicate(timeout=120)
-        assert driver.returncode == 130 and "interrupted: run the same command to resume" in output, output
+        assert driver.returncode == 128 + signum and "interrupted: run the same command to resume" in output, output
         assert "interrupted: saved checkpoint at step" in (suite_dir / "logs" / "catch_s0.log").read_text()
         assert max(checkpoint_steps(run_dir)) > 0 and not (run_dir / "final.json").exists()
         actors = [int(pid) for pid in (run_dir / "actor_pids").read_text().split()]

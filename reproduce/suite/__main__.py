@@ -33,7 +33,6 @@ import collections
 import dataclasses
 import importlib
 import pathlib
-import signal
 import sys
 import time
 from typing import Any, NamedTuple
@@ -41,7 +40,7 @@ from typing import Any, NamedTuple
 from absl import flags
 
 from common import cli
-from common.errors import UsageError, choice_error
+from common.errors import StopRequested, UsageError, choice_error, raise_on_stop_signals
 from reproduce import REPO_ROOT
 from reproduce.suite import _engines, _plan
 
@@ -173,11 +172,8 @@ def _run(todo: list[_plan.Job], suite: _plan.Suite, suite_dir: pathlib.Path, eng
     (suite_dir / "logs").mkdir(exist_ok=True)
     running, failed, durations, start = [], [], [], time.monotonic()
     total = len(pending)
-    # SIGINT and SIGTERM both stop the suite with its jobs checkpointed, even when the driver inherited SIGINT
-    # ignored (a background job of a non-interactive shell, `nohup ... &`), where Python raises no
-    # KeyboardInterrupt; the jobs, in their own sessions, would otherwise outlive a SIGTERMed driver.
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.default_int_handler)
+    # The jobs run in sessions of their own: a signal reaches them only through the driver.
+    raise_on_stop_signals()
     try:
         while pending or running:
             while pending and len(running) < engine.slots():
@@ -190,13 +186,10 @@ def _run(todo: list[_plan.Job], suite: _plan.Suite, suite_dir: pathlib.Path, eng
                 _finished(item, status, pending, failed, durations)
                 counts = (total, len(durations), len(running), len(pending), len(failed))
                 _progress(*counts, durations, start, engine.slots())
-    except KeyboardInterrupt:
-        # The jobs' runs save a checkpoint; wait for that, whatever signal comes next.
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, signal.SIG_IGN)
+    except StopRequested as request:  # The jobs' runs save a checkpoint; wait for that.
         engine.interrupt([item.handle for item in running])
         print("interrupted: run the same command to resume", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(request.exit_code)
     return failed
 
 
