@@ -1,6 +1,6 @@
 """Benchmark: the prioritized Double DQN agent's throughput, in one process and with an actor process.
 
-    python -m per.benchmark_agent [--env minatar:breakout] [--seconds 15] [--warmup_s 5]
+    python -m per.benchmark_agent [--env minatar:breakout] [--seconds 15] [--warmup_s 5] [--envs_per_actor 1,4]
 
 Measured in one run, each row in a fresh (spawned) process, one after the other:
 
@@ -20,6 +20,11 @@ Measured in one run, each row in a fresh (spawned) process, one after the other:
    the rank tracker are in it; rough, over a short window), and the rank
    tracker's own Python memory per item it knows (`RankTracker.bytes_per_item`).
 
+`--envs_per_actor 1,4` repeats the end-to-end rows with each actor (or the
+learner acting itself) stepping that many envs together: one forward pass
+per N agent steps, the lever against the policy's per-call cost at batch 1.
+The env and learner rows stay at the preset's envs per actor.
+
 Acting uses a fixed epsilon, the preset's final one, so the network picks most
 actions as it does for most of training (at epsilon 1 it is never called).
 
@@ -34,6 +39,7 @@ them (other envs: agent_<family>_<game>.*).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import multiprocessing
 import os
 import pathlib
@@ -59,6 +65,7 @@ flags.DEFINE_float("seconds", 15, "Timed seconds of each end-to-end row, after t
 flags.DEFINE_float("warmup_s", 5, "Seconds each end-to-end row learns before its timed window.")
 flags.DEFINE_float("alone_s", 5, "Timed seconds of the env and learner rows.")
 flags.DEFINE_integer("min_replay_size", 2_000, "Transitions before learning starts (the fill before the warm-up).")
+flags.DEFINE_list("envs_per_actor", None, "End-to-end rows at these envs per actor, e.g. 1,4 (default the preset's).")
 FLAGS = flags.FLAGS
 
 VARIANTS = {"uniform": "ddqn", "rank": "ddqn_rank", "proportional": "ddqn_prop"}
@@ -66,7 +73,7 @@ RANK_OVERHEAD_TARGET = 0.05
 BOUND_TARGET = 0.80
 
 
-def benchmark_config(env: str, variant: str, min_replay_size: int) -> PerConfig:
+def benchmark_config(env: str, variant: str, min_replay_size: int, envs_per_actor: int | None = None) -> PerConfig:
     """The family's preset for `variant`, acting at its final epsilon, learning after `min_replay_size`."""
     family, _ = envs.parse(env)
     name = f"{family}_{VARIANTS[variant]}"
@@ -76,6 +83,7 @@ def benchmark_config(env: str, variant: str, min_replay_size: int) -> PerConfig:
     return dataclasses.replace(
         preset, env=env, epsilon_start=preset.epsilon_end, min_replay_size=min_replay_size,
         replay_capacity=max(preset.replay_capacity, min_replay_size),
+        envs_per_actor=envs_per_actor or preset.envs_per_actor,
     )  # fmt: skip
 
 
@@ -180,23 +188,24 @@ def in_fresh_process(measure, *args) -> dict:
     return row
 
 
-def measure_all(env: str, min_replay_size: int, seconds: float, warmup_s: float, alone_s: float) -> list[dict]:
+def measure_all(
+    env: str, min_replay_size: int, seconds: float, warmup_s: float, alone_s: float, envs_per_actor: list[int]
+) -> list[dict]:
     base = benchmark_config(env, "proportional", min_replay_size)
     rows = [
         {"measurement": "env", **in_fresh_process(env_rate, base, alone_s)},
         {"measurement": "learner", **in_fresh_process(learner_rate, base, alone_s)},
     ]
     rows[1]["agent_steps_per_s"] = rows[1]["updates_per_s"] * base.update_period
-    for actors in (0, 1):
-        for variant in VARIANTS:
-            config = dataclasses.replace(benchmark_config(env, variant, min_replay_size), num_actors=actors)
-            row = in_fresh_process(end_to_end, config, warmup_s, seconds)
-            rows.append({"measurement": "end_to_end", "replay": variant, "actors": actors, **row})
-            print(f"{variant}, {actors} actor(s): {row['agent_steps_per_s']:.0f} agent steps/s", flush=True)
+    for n, actors, variant in itertools.product(envs_per_actor, (0, 1), VARIANTS):
+        config = dataclasses.replace(benchmark_config(env, variant, min_replay_size, n), num_actors=actors)
+        row = in_fresh_process(end_to_end, config, warmup_s, seconds)
+        rows.append({"measurement": "end_to_end", "replay": variant, "actors": actors, "envs_per_actor": n, **row})
+        print(f"{variant}, {actors} actor(s), {n} env(s): {row['agent_steps_per_s']:.0f} agent steps/s", flush=True)
     bound = 1 / (1 / rows[0]["agent_steps_per_s"] + 1 / rows[1]["agent_steps_per_s"])
     columns = (
-        "measurement", "replay", "actors", "agent_steps_per_s", "updates_per_s", "bytes_per_transition",
-        "rank_tracker_bytes_per_item",
+        "measurement", "replay", "actors", "envs_per_actor", "agent_steps_per_s", "updates_per_s",
+        "bytes_per_transition", "rank_tracker_bytes_per_item",
     )  # fmt: skip
     table = []
     for row in rows:
@@ -206,9 +215,13 @@ def measure_all(env: str, min_replay_size: int, seconds: float, warmup_s: float,
     return table
 
 
-def rank_overhead(rows: list[dict], actors: int) -> float:
+def rank_overhead(rows: list[dict], actors: int, envs_per_actor: int) -> float:
     """1 - rank-based / proportional agent steps/s."""
-    rate = {r["replay"]: r["agent_steps_per_s"] for r in rows if r["actors"] == actors}
+    rate = {
+        r["replay"]: r["agent_steps_per_s"]
+        for r in rows
+        if (r["actors"], r["envs_per_actor"]) == (actors, envs_per_actor)
+    }
     return 1 - rate["rank"] / rate["proportional"]
 
 
@@ -226,6 +239,8 @@ def markdown(rows: list[dict], config: PerConfig, seconds: float, load: tuple, w
         f"{config.samples_per_insert:g} samples per insert (a batch of",
         f"{config.batch_size} per {config.update_period} agent steps), learning after "
         f"{config.min_replay_size:,} transitions; each end-to-end row timed over {seconds:g} s.",
+        f"`envs/actor`: envs an actor steps together, one forward pass for all (the preset: {config.envs_per_actor});",
+        "the env and learner rows, and so the bound, are at the preset's.",
         "`bytes/transition`: the learner process's resident-memory growth per transition received (Reverb",
         "server in it) over the timed window: rough, allocator noise is of its order here; `per.benchmark_memory`",
         "measures the server alone. `tracker B/item`: the rank tracker's Python memory per item it knows,",
@@ -236,31 +251,54 @@ def markdown(rows: list[dict], config: PerConfig, seconds: float, load: tuple, w
         f"agent steps/s at {config.update_period} agent steps per update",
         f"- bound 1/(1/env + 1/learner): {bound:,.0f} agent steps/s",
         "",
-        "| replay | actor processes | agent steps/s | updates/s | bytes/transition | tracker B/item | of bound |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| replay | actor processes | envs/actor | agent steps/s | updates/s | bytes/transition | tracker B/item "
+        "| of bound |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in ends:
         lines.append(
-            f"| {r['replay']} | {r['actors']} | {r['agent_steps_per_s']:,.0f} | {r['updates_per_s']:,.1f} "
+            f"| {r['replay']} | {r['actors']} | {r['envs_per_actor']} | {r['agent_steps_per_s']:,.0f} "
+            f"| {r['updates_per_s']:,.1f} "
             f"| {r['bytes_per_transition']:,.0f} | {r['rank_tracker_bytes_per_item']:,.0f} | {r['of_bound']:.0%} |"
         )
     lines.append("")
-    for actors in (0, 1):
-        overhead = rank_overhead(ends, actors)
+    counts = sorted({r["envs_per_actor"] for r in ends})
+    for n, actors in itertools.product(counts, (0, 1)):
+        overhead = rank_overhead(ends, actors, n)
         verdict = "meets" if overhead <= RANK_OVERHEAD_TARGET else "misses"
         lines.append(
-            f"- {actors} actor process(es): rank-based costs {overhead:.1%} of proportional's agent steps/s "
-            f"({verdict} the <= {RANK_OVERHEAD_TARGET:.0%} target)."
+            f"- {actors} actor process(es){envs_label(n, counts)}: rank-based costs {overhead:.1%} of proportional's "
+            f"agent steps/s ({verdict} the <= {RANK_OVERHEAD_TARGET:.0%} target)."
         )
-    for variant in VARIANTS:
-        single, split = (next(r for r in ends if r["replay"] == variant and r["actors"] == a) for a in (0, 1))
+    for n, variant in itertools.product(counts, VARIANTS):
+        single, split = (next(r for r in ends if (r["replay"], r["actors"], r["envs_per_actor"]) == (variant, a, n))
+                         for a in (0, 1))  # fmt: skip
         lines.append(
-            f"- {variant}: one actor process runs {split['agent_steps_per_s'] / single['agent_steps_per_s']:.2f}x "
-            f"the single process's agent steps/s; of the bound {single['of_bound']:.0%} and {split['of_bound']:.0%}"
-            f" (target >= {BOUND_TARGET:.0%})."
+            f"- {variant}{envs_label(n, counts)}: one actor process runs "
+            f"{split['agent_steps_per_s'] / single['agent_steps_per_s']:.2f}x the single process's agent steps/s; "
+            f"of the bound {single['of_bound']:.0%} and {split['of_bound']:.0%} (target >= {BOUND_TARGET:.0%})."
         )
     lines += ["", f"Wall time {wall_time_s:.0f} s.", ""]
     return "\n".join(lines)
+
+
+def envs_label(n: int, counts: list[int]) -> str:
+    """`, N env(s) per actor` when the run measured more than one count."""
+    return f", {n} env(s) per actor" if len(counts) > 1 else ""
+
+
+def envs_counts(config: PerConfig) -> list[int]:
+    """`--envs_per_actor` as numbers (default the preset's), each checked against the preset's update period."""
+    given = FLAGS.envs_per_actor if FLAGS["envs_per_actor"].present else [str(config.envs_per_actor)]
+    if not given:
+        raise UsageError("--envs_per_actor= names no count; expected positive integers, e.g. 1,4")
+    counts = []
+    for text in given:
+        if not text.isdigit() or int(text) < 1:
+            raise UsageError(f"--envs_per_actor: {text!r} is not a positive integer; expected e.g. 1,4")
+        dataclasses.replace(config, envs_per_actor=int(text))  # The config's own checks (update_period).
+        counts.append(int(text))
+    return list(dict.fromkeys(counts))
 
 
 def main(argv: list[str]) -> None:
@@ -271,11 +309,14 @@ def main(argv: list[str]) -> None:
             raise UsageError(f"--{name}={FLAGS[name].value}: must be > 0")
     config = benchmark_config(FLAGS.env, "proportional", FLAGS.min_replay_size)
     agent.validate(config)
+    counts = envs_counts(config)
     start, load = time.time(), [os.getloadavg()[0]]
-    rows = measure_all(FLAGS.env, FLAGS.min_replay_size, FLAGS.seconds, FLAGS.warmup_s, FLAGS.alone_s)
+    rows = measure_all(FLAGS.env, FLAGS.min_replay_size, FLAGS.seconds, FLAGS.warmup_s, FLAGS.alone_s, counts)
     wall_time, load = time.time() - start, (load[0], os.getloadavg()[0])
     family, game = envs.parse(FLAGS.env)
     stem = "agent" if FLAGS.env == "minatar:breakout" else f"agent_{family}_{game}"
+    if counts != [config.envs_per_actor]:
+        stem += "_envs_" + "_".join(map(str, counts))
     report = markdown(rows, config, FLAGS.seconds, load, wall_time, stem)
     print(report)
     out = output_dir("per", "benchmarks")
@@ -285,7 +326,7 @@ def main(argv: list[str]) -> None:
         out, f"{stem}.provenance.json", seeds=[config.seed], frames=None, wall_time_s=wall_time, scale="benchmark",
         config={"env": FLAGS.env, "seconds": FLAGS.seconds, "warmup_s": FLAGS.warmup_s, "alone_s": FLAGS.alone_s,
                 "min_replay_size": FLAGS.min_replay_size, "epsilon": config.epsilon_end,
-                "params_period": agent.PARAMS_PERIOD},
+                "params_period": agent.PARAMS_PERIOD, "envs_per_actor": counts},
         extra={"load_average_1min": {"start": load[0], "end": load[1]}},
     )  # fmt: skip
 

@@ -151,6 +151,20 @@ def test_the_replay_benchmark_refuses_bad_sizes_before_measuring(sizes):
     assert_one_line_usage_error(result, f"--sizes={sizes}: need integers >= 2")
 
 
+@pytest.mark.parametrize(
+    ("counts", "message"),
+    [
+        ("", "--envs_per_actor= names no count"),
+        ("1,x", "--envs_per_actor: 'x' is not a positive integer"),
+        ("0", "--envs_per_actor: '0' is not a positive integer"),
+        ("3", "update_period=4 must be a multiple of envs_per_actor=3"),
+    ],
+)
+def test_the_agent_benchmark_refuses_bad_env_counts_before_measuring(counts, message):
+    result = run(sys.executable, "-m", "per.benchmark_agent", f"--envs_per_actor={counts}")
+    assert_one_line_usage_error(result, message)
+
+
 def test_an_empty_output_directory_is_refused_not_the_default():
     result = run(sys.executable, "-m", "reproduce.benchmarks.learning_check", "--profile=full", "--out=")
     assert_one_line_usage_error(result, "--out= is empty; it must name a directory")
