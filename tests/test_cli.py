@@ -165,6 +165,32 @@ def test_the_agent_benchmark_refuses_bad_env_counts_before_measuring(counts, mes
     assert_one_line_usage_error(result, message)
 
 
+# The agent benchmark's report from made-up rates: 2 envs counts x 2 process layouts x 3 replays.
+BENCHMARK_REPORT = """
+import itertools
+from per import benchmark_agent as b
+rows = [{"measurement": "env", "agent_steps_per_s": 1000.0}, {"measurement": "learner", "updates_per_s": 250.0,
+        "agent_steps_per_s": 1000.0}]
+rate = {"uniform": 300.0, "rank": 285.0, "proportional": 300.0}
+for n, actors, replay in itertools.product((1, 4), (0, 1), rate):
+    steps = rate[replay] * n * (1 + actors) * (0.95 if (replay, n) == ("rank", 4) else 1.0)
+    rows.append({"measurement": "end_to_end", "replay": replay, "actors": actors, "envs_per_actor": n,
+                 "agent_steps_per_s": steps, "updates_per_s": steps / 4, "bytes_per_transition": 1000.0,
+                 "rank_tracker_bytes_per_item": 0.0, "of_bound": steps / 500})
+print(b.markdown(rows, b.benchmark_config("minatar:breakout", "proportional", 2000), 15, (0.1, 0.2), 60, "agent"))
+"""
+
+
+def test_the_agent_benchmark_reports_each_envs_count_apart():
+    result = run(sys.executable, "-c", BENCHMARK_REPORT)
+    assert result.returncode == 0, result.stderr
+    report = result.stdout
+    assert "| rank | 1 | 4 | 2,166 | 541.5 | 1,000 | 0 | 433% |" in report  # 285 x 4 envs x 2 processes x 0.95.
+    for n, cost in ((1, "5.0%"), (4, "9.8%")):
+        assert f"- 0 actor process(es), {n} env(s) per actor: rank-based costs {cost} of proportional's" in report
+        assert f"- uniform, {n} env(s) per actor: one actor process runs 2.00x the single process's" in report
+
+
 def test_an_empty_output_directory_is_refused_not_the_default():
     result = run(sys.executable, "-m", "reproduce.benchmarks.learning_check", "--profile=full", "--out=")
     assert_one_line_usage_error(result, "--out= is empty; it must name a directory")
