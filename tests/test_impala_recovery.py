@@ -16,7 +16,8 @@ import sys
 import time
 
 import pytest
-from test_impala_system import REPO, alive, checkpoint_steps, episodes_logged, start, train, wait_for
+from processes import alive, checkpoint_steps, episodes_logged, wait_for
+from test_impala_system import REPO, start, train
 
 
 @pytest.mark.slow

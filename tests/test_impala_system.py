@@ -11,10 +11,10 @@ import pathlib
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import usage_cases
+from processes import episodes_logged, wait_for
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 TRAIN = [sys.executable, "-m", "impala.train", "--preset=toy"]
@@ -30,32 +30,6 @@ def start(*args):
     return subprocess.Popen(
         [*TRAIN, *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
-
-
-def wait_for(predicate, timeout=180, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def checkpoint_steps(run_dir):
-    return sorted(int(p.name.split("-")[1].split(".")[0]) for p in (run_dir / "checkpoints").glob("ckpt-*.index"))
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def episodes_logged(run_dir):
-    path = run_dir / "episodes.csv"
-    return path.exists() and len(path.read_text().splitlines()) > 1
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,5 @@
 """LASER's shared-replay sweep: the grid, the tables, one replay fed by every member, the CLI."""
 
-import contextlib
 import csv
 import dataclasses
 import json
@@ -15,7 +14,15 @@ import pytest
 import reverb
 import tensorflow as tf
 import usage_cases
-from test_impala_system import alive, checkpoint_steps, episodes_logged, wait_for
+from processes import (
+    alive,
+    checkpoint_steps,
+    episodes_logged,
+    ignore_sigint,
+    kill_processes_mentioning,
+    pids_mentioning,
+    wait_for,
+)
 
 from common.errors import UsageError
 from common.reverb import datasets
@@ -159,11 +166,6 @@ def test_a_two_member_sweep_trains_resumes_and_keeps_finished_members(tmp_path):
     assert changed.returncode == 2 and "--preset cannot change" in changed.stderr
 
 
-def _ignore_sigint() -> None:
-    """As a background job of a non-interactive shell (`nohup ... &`) starts: Python raises no KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("stop", ["ctrl_c_to_the_group", "sigterm_to_the_driver", "each_learner_alone"])
 def test_a_stopped_sweep_saves_every_member_and_exits_128_plus_the_signal(tmp_path, stop):
@@ -172,7 +174,7 @@ def test_a_stopped_sweep_saves_every_member_and_exits_128_plus_the_signal(tmp_pa
     directory = tmp_path / "sweep"
     driver = subprocess.Popen(
         [*SWEEP, f"--sweep_dir={directory}", "--preset=toy_laser", "--agents=2", "--frames=1e7"], cwd=REPO,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, preexec_fn=_ignore_sigint,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, preexec_fn=ignore_sigint,
     )  # fmt: skip
     members = [directory / f"member_{m}" for m in (0, 1)]
     try:
@@ -186,7 +188,7 @@ def test_a_stopped_sweep_saves_every_member_and_exits_128_plus_the_signal(tmp_pa
             driver.send_signal(signal.SIGTERM)
         else:
             for run, signum in zip(members, (signal.SIGINT, signal.SIGTERM)):
-                for pid in _pids_mentioning(f"--run_dir={run}"):
+                for pid in pids_mentioning(f"--run_dir={run}"):
                     os.kill(pid, signum)
         output, _ = driver.communicate(timeout=180)
         expected = {"ctrl_c_to_the_group": 130, "sigterm_to_the_driver": 143, "each_learner_alone": 130}[stop]
@@ -201,18 +203,4 @@ def test_a_stopped_sweep_saves_every_member_and_exits_128_plus_the_signal(tmp_pa
     finally:  # After a failure, nothing of the sweep may outlive the test.
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
-        for pid in _pids_mentioning(str(directory)):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-
-def _pids_mentioning(text: str) -> list[int]:
-    """The processes whose command line holds `text`."""
-    pids = []
-    for cmdline in pathlib.Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if text in cmdline.read_bytes().decode(errors="replace"):
-                pids.append(int(cmdline.parent.name))
-        except OSError:
-            continue
-    return pids
+        kill_processes_mentioning(str(directory))

@@ -20,7 +20,7 @@ import sys
 import pytest
 import reverb
 import usage_cases
-from test_impala_system import wait_for
+from processes import wait_for
 
 from common import config as config_lib
 from common.reverb import server as reverb_server

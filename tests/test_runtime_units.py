@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import reverb
 import tensorflow as tf
+from processes import checkpoint_steps
 
 from common import config as config_lib
 from common import launch, loop, networks, run_dir
@@ -219,10 +220,6 @@ def run_loop(path, learner, total_frames):
     path.mkdir(exist_ok=True)
     record = run_dir.RunRecord(path, PRESETS["toy"], "all")
     return loop.run(learner, path, loop.Settings(total_frames, 0.0, 0.0), record)
-
-
-def checkpoint_steps(path):
-    return sorted(int(p.name.split("-")[1].split(".")[0]) for p in (path / "checkpoints").glob("ckpt-*.index"))
 
 
 def test_loop_trains_to_the_budget_and_resumes_with_its_statistics(tmp_path):

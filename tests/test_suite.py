@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import pytest
 import scipy.stats
-from test_impala_system import alive, checkpoint_steps, episodes_logged, wait_for
+from processes import alive, checkpoint_steps, episodes_logged, ignore_sigint, kill_processes_mentioning, wait_for
 
 from common.errors import UsageError
 from reproduce import REPO_ROOT
@@ -206,21 +206,6 @@ def test_toy_suite_runs_skips_retries_and_aggregates(tmp_path):
     assert (suite_dir / "per_game.png").stat().st_size and (suite_dir / "aggregate.png").stat().st_size
 
 
-def _ignore_sigint() -> None:
-    """As a background job of a non-interactive shell (`nohup ... &`) or a pytest-xdist worker starts."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _kill_processes_mentioning(text: str) -> None:
-    """SIGKILLs every process whose command line holds `text` (jobs run in sessions of their own)."""
-    for cmdline in pathlib.Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if text in cmdline.read_bytes().decode(errors="replace"):
-                os.kill(int(cmdline.parent.name), signal.SIGKILL)
-        except (OSError, ProcessLookupError):
-            continue
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_to_the_driver_alone_checkpoints_the_running_job(tmp_path, signum):
@@ -230,7 +215,7 @@ def test_a_signal_to_the_driver_alone_checkpoints_the_running_job(tmp_path, sign
     args = ["--agent=impala", "--preset=toy", "--suite=toy:catch", "--frames=1e7", f"--suite_dir={suite_dir}"]
     driver = subprocess.Popen(
         [sys.executable, "-m", "reproduce.suite", *args], cwd=REPO_ROOT, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True, preexec_fn=_ignore_sigint,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True, preexec_fn=ignore_sigint,
     )  # fmt: skip
     run_dir = suite_dir / "catch_s0"
     try:
@@ -245,7 +230,7 @@ def test_a_signal_to_the_driver_alone_checkpoints_the_running_job(tmp_path, sign
     finally:  # After a failure, nothing of the suite may outlive the test.
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
-        _kill_processes_mentioning(str(suite_dir))
+        kill_processes_mentioning(str(suite_dir))
 
 
 def test_the_suite_package_is_not_a_reproduce_study():
