@@ -7,48 +7,16 @@ user who mistypes a flag, name or file sees one line and no traceback.
 from __future__ import annotations
 
 import functools
-import signal
 import sys
 from typing import Callable, Collection, Iterable, Sequence, TypeVar
 
 USAGE_EXIT_CODE = 2
-# A training run stopped by Ctrl-C or SIGTERM with its checkpoint saved exits 128 + the signal's number,
-# as a shell reports a process a signal ended: a script tells it from a finished run (0).
-INTERRUPTED_EXIT_CODES = (128 + signal.SIGINT, 128 + signal.SIGTERM)
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 F = TypeVar("F", bound=Callable)
 
 
 class UsageError(ValueError):
     """Bad user input: an unknown name, a bad option value or a missing file."""
-
-
-class StopRequested(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM reached a driver of child processes; it exits `exit_code` (128 + the signal)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.exit_code = 128 + signum
-
-
-def raise_on_stop_signals() -> None:
-    """From now on the first Ctrl-C or SIGTERM raises `StopRequested` in the main thread; later ones are ignored.
-
-    For a driver whose children save a checkpoint when signalled: it must wait
-    for them, so a second signal changes nothing. Python alone would raise
-    nothing where SIGINT came ignored (a background job of a non-interactive
-    shell, `nohup ... &`), and a SIGTERM would end the driver and leave its
-    children without it.
-    """
-
-    def handler(signum: int, _) -> None:
-        for stop_signal in STOP_SIGNALS:
-            signal.signal(stop_signal, signal.SIG_IGN)
-        raise StopRequested(signum)
-
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, handler)
 
 
 def choice_error(what: str, value: object, accepted: Iterable[object]) -> UsageError:

@@ -4,7 +4,7 @@ The agent supplies a `Learner` (IMPALA: learn from one queue batch; Double
 DQN: act, insert, maybe learn). The loop owns everything around it:
 
 * Ctrl-C and SIGTERM: stop between steps, save a final checkpoint, exit
-  128 + the signal's number (`errors.INTERRUPTED_EXIT_CODES`);
+  128 + the signal's number (`signals.INTERRUPTED_EXIT_CODES`);
 * a non-finite loss: stop without saving, keep the last good checkpoint;
 * checkpoints every `checkpoint_every_s`, with the agent's extra state;
 * progress lines (frames/s, steps/s, return, ETA), TensorBoard,
@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 import pathlib
-import signal
 import sys
 import threading
 import time
@@ -25,7 +24,7 @@ from typing import Any, NamedTuple, Protocol, Sequence
 import tensorflow as tf
 
 from common import envs, run_dir
-from common.errors import STOP_SIGNALS
+from common.signals import on_stop_signals
 
 
 class Step(NamedTuple):
@@ -108,7 +107,7 @@ def run(
     episodes = run_dir.EpisodeLog(directory, tasks=config.tasks, resumed_at=learner.frames)
     writer = run_dir.summary_writer(directory)
     progress = run_dir.Progress(config.total_frames, config.log_every_s)
-    stop, signals, previous_handlers = _stop_on_signals()
+    stop, received = threading.Event(), []
     last_checkpoint = time.monotonic()
 
     def save() -> None:
@@ -116,60 +115,45 @@ def run(
         learner.save_extra()
         record.update()
 
-    status, metrics = 0, {}
-    try:
-        while learner.frames < config.total_frames and not stop.is_set():
-            result = learner.step()
-            if result is None:  # Nothing to learn from yet; look at `stop` again.
-                continue
-            metrics = result.metrics
-            if not math.isfinite(metrics["loss"]):
-                raise NonFiniteLossError(
-                    f"non-finite loss ({metrics['loss']}) at learner step {learner.steps}; stopped without "
-                    f"saving, the last good checkpoint is {manager.latest_checkpoint}"
-                )
-            for episode_return, length, *task in result.episodes:
-                episodes.add(learner.frames, episode_return, length, record.wall_time_s(), *task)
-            if progress.due():
-                _log(progress, learner, metrics, episodes, writer)
-            if time.monotonic() - last_checkpoint >= config.checkpoint_every_s:
-                save()
-                last_checkpoint = time.monotonic()
-        save()
-        if stop.is_set():
-            print(f"interrupted: saved checkpoint at step {learner.steps}; continue with --resume", flush=True)
-            status = 128 + signals[0]
-        else:
-            _finish(directory, learner, episodes, record, actors)
-    except NonFiniteLossError as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        status = 1
-    finally:
-        for signum, handler in previous_handlers.items():
-            signal.signal(signum, handler)
-        if actors is not None:
-            actors.stop()
-        episodes.close()
-        writer.flush()
-    return status
-
-
-def _stop_on_signals() -> tuple[threading.Event, list[int], dict]:
-    """An event set by Ctrl-C or SIGTERM, the signals received, and the handlers it replaced.
-
-    The handler only sets the event: raising from it could land inside a C++
-    call and turn into another error.
-    """
-    stop, received = threading.Event(), []
-
-    def handler(signum: int, _) -> None:
+    def request_stop(signum: int, _) -> None:  # Only sets `stop`: raising could land inside a C++ call.
         received.append(signum)
         stop.set()
 
-    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
-    for signum in previous:
-        signal.signal(signum, handler)
-    return stop, received, previous
+    status, metrics = 0, {}
+    with on_stop_signals(request_stop):
+        try:
+            while learner.frames < config.total_frames and not stop.is_set():
+                result = learner.step()
+                if result is None:  # Nothing to learn from yet; look at `stop` again.
+                    continue
+                metrics = result.metrics
+                if not math.isfinite(metrics["loss"]):
+                    raise NonFiniteLossError(
+                        f"non-finite loss ({metrics['loss']}) at learner step {learner.steps}; stopped without "
+                        f"saving, the last good checkpoint is {manager.latest_checkpoint}"
+                    )
+                for episode_return, length, *task in result.episodes:
+                    episodes.add(learner.frames, episode_return, length, record.wall_time_s(), *task)
+                if progress.due():
+                    _log(progress, learner, metrics, episodes, writer)
+                if time.monotonic() - last_checkpoint >= config.checkpoint_every_s:
+                    save()
+                    last_checkpoint = time.monotonic()
+            save()
+            if stop.is_set():
+                print(f"interrupted: saved checkpoint at step {learner.steps}; continue with --resume", flush=True)
+                status = 128 + received[0]
+            else:
+                _finish(directory, learner, episodes, record, actors)
+        except NonFiniteLossError as error:
+            print(f"error: {error}", file=sys.stderr, flush=True)
+            status = 1
+        finally:
+            if actors is not None:
+                actors.stop()
+            episodes.close()
+            writer.flush()
+    return status
 
 
 def _log(progress: run_dir.Progress, learner: Learner, metrics, episodes: run_dir.EpisodeLog, writer) -> None:

@@ -39,9 +39,10 @@ from absl import flags
 
 from common import cli, launch, run_dir
 from common import config as config_lib
-from common.errors import INTERRUPTED_EXIT_CODES, StopRequested, UsageError, raise_on_stop_signals
+from common.errors import UsageError
 from common.networks import check_fits_env
 from common.reverb import server as reverb_server
+from common.signals import INTERRUPTED_EXIT_CODES, StopRequested, raise_on_stop_signals
 from laser import agent
 from laser.config import MAX_SWEEP, PRESETS, LaserConfig, sweep_members
 

@@ -21,7 +21,6 @@ import datetime
 import json
 import pathlib
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -29,7 +28,8 @@ from typing import Callable
 
 import numpy as np
 
-from common.errors import INTERRUPTED_EXIT_CODES, STOP_SIGNALS, UsageError
+from common.errors import UsageError
+from common.signals import INTERRUPTED_EXIT_CODES, on_stop_signals
 from reproduce import REPO_ROOT
 
 # Flags of a training command that name where it runs, not what it trains.
@@ -233,15 +233,9 @@ def run_to_completion(command: list[str], run_dir: pathlib.Path, finished: Calla
     """
     print(" ".join(command), flush=True)
     process = subprocess.Popen(command, cwd=REPO_ROOT)
-    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
     # A terminal's Ctrl-C reaches the run twice, from the terminal and from here; its second changes nothing.
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, lambda signum, _: process.send_signal(signum))
-    try:
+    with on_stop_signals(lambda signum, _: process.send_signal(signum)):
         status = process.wait()
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
     if status and status not in INTERRUPTED_EXIT_CODES:
         print(f"error: training {run_dir} failed with exit status {status}", file=sys.stderr, flush=True)
         sys.exit(status)

@@ -22,9 +22,10 @@ from processes import checkpoint_steps
 
 from common import config as config_lib
 from common import launch, loop, networks, run_dir
-from common.errors import INTERRUPTED_EXIT_CODES, UsageError
+from common.errors import UsageError
 from common.reverb import adders, datasets, server, tables
 from common.schedules import LinearSchedule
+from common.signals import INTERRUPTED_EXIT_CODES
 from impala.config import PRESETS
 from reproduce import REPO_ROOT
 

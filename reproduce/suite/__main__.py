@@ -40,7 +40,8 @@ from typing import Any, NamedTuple
 from absl import flags
 
 from common import cli
-from common.errors import StopRequested, UsageError, choice_error, raise_on_stop_signals
+from common.errors import UsageError, choice_error
+from common.signals import StopRequested, raise_on_stop_signals
 from reproduce import REPO_ROOT
 from reproduce.suite import _engines, _plan
 

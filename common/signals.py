@@ -1,0 +1,59 @@
+"""Ctrl-C and SIGTERM: how a training run, and each driver of training runs, stops and says it stopped.
+
+A training run stopped by either signal saves its checkpoint and exits 128 +
+the signal's number, as a shell reports a process a signal ended, so a script
+tells it from a finished run (0) and from a failed one. A driver (a sweep, a
+suite, a study script) hands the signal on to its runs, waits while they save,
+and exits with the same status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from typing import Callable, Iterator
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+INTERRUPTED_EXIT_CODES = tuple(128 + signum for signum in STOP_SIGNALS)
+
+Handler = Callable[[int, object], None]
+
+
+@contextlib.contextmanager
+def on_stop_signals(handler: Handler) -> Iterator[None]:
+    """Within the block, Ctrl-C and SIGTERM call `handler`; the handlers it replaced come back after it."""
+    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, replaced in previous.items():
+            signal.signal(signum, replaced)
+
+
+class StopRequested(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM reached a driver of child processes; it exits `exit_code` (128 + the signal)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.exit_code = 128 + signum
+
+
+def raise_on_stop_signals() -> None:
+    """From now on the first Ctrl-C or SIGTERM raises `StopRequested` in the main thread; later ones are ignored.
+
+    For a driver whose children save a checkpoint when signalled: it must wait
+    for them, so a second signal changes nothing. Python alone would raise
+    nothing where SIGINT came ignored (a background job of a non-interactive
+    shell, `nohup ... &`), and a SIGTERM would end the driver and leave its
+    children without it.
+    """
+
+    def handler(signum: int, _) -> None:
+        for stop_signal in STOP_SIGNALS:
+            signal.signal(stop_signal, signal.SIG_IGN)
+        raise StopRequested(signum)
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, handler)
