@@ -23,7 +23,7 @@ import json
 import pathlib
 import shutil
 import time
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -250,33 +250,47 @@ class _TaskReturns:
 class Progress:
     """A line every `every_s` seconds: frames, frames/s, steps/s, extras, ETA.
 
-    Rates and the ETA are measured from the first line on, so neither the
-    start-up (building, compiling, the first batch) nor a resumed run's
-    earlier frames distort them; the first line has no ETA.
+    Rates are measured from the first line on, so neither the start-up
+    (building, compiling, the first batch) nor a resumed run's earlier frames
+    distort them; the first line has no ETA. The ETA divides the frames left by
+    the rate over the last `eta_window_s` seconds of lines (or all of them,
+    early on), not since the first line: a run's speed can change for good, as
+    a DQN run's does when learning starts after the replay's warm-up fill
+    (about 17x slower on Atari here), and an average since the first line would
+    then promise the end hours early.
     """
 
-    def __init__(self, total_frames: int, every_s: float):
-        self._total, self._every = total_frames, every_s
-        self._last_time = time.monotonic()
-        self._first: tuple[float, int] | None = None  # (time, frames) at the first line.
+    def __init__(
+        self,
+        total_frames: int,
+        every_s: float,
+        eta_window_s: float = 600.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self._total, self._every, self._window, self._clock = total_frames, every_s, eta_window_s, clock
+        self._last_time = clock()
         self._last_frames = self._last_steps = None
+        self._lines: collections.deque[tuple[float, int]] = collections.deque()  # (time, frames) of recent lines.
 
     def due(self) -> bool:
-        return time.monotonic() - self._last_time >= self._every
+        return self._clock() - self._last_time >= self._every
 
     def line(self, frames: int, steps: int, **extras: str) -> str:
-        now = time.monotonic()
+        now = self._clock()
         parts = [f"frames {frames:,}/{self._total:,}"]
         eta = "?"
-        if self._first is not None:
+        if self._lines:
             elapsed = max(now - self._last_time, 1e-9)
             parts.append(f"{(frames - self._last_frames) / elapsed:,.0f} frames/s")
             parts.append(f"{(steps - self._last_steps) / elapsed:.1f} steps/s")
-            overall = (frames - self._first[1]) / max(now - self._first[0], 1e-9)
-            if overall > 0:
-                eta = duration(max(self._total - frames, 0) / overall)
-        else:
-            self._first = (now, frames)
+            # Keep the newest line at least a window old as the window's start.
+            while len(self._lines) > 1 and self._lines[1][0] <= now - self._window:
+                self._lines.popleft()
+            start_time, start_frames = self._lines[0]
+            recent = (frames - start_frames) / max(now - start_time, 1e-9)
+            if recent > 0:
+                eta = duration(max(self._total - frames, 0) / recent)
+        self._lines.append((now, frames))
         parts += [f"{k} {v}" for k, v in extras.items()]
         parts.append(f"ETA {eta}")
         self._last_time, self._last_frames, self._last_steps = now, frames, steps

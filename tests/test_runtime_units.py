@@ -184,6 +184,24 @@ def test_first_progress_line_has_no_eta_and_later_ones_do():
     assert "steps/s" in later and "ETA ?" not in later
 
 
+def test_eta_follows_the_recent_rate_after_a_change_of_speed():
+    # 100 s at 1,000 frames/s (as DQN's replay warm-up fill), then 10 frames/s
+    # for longer than the window: the ETA is the slow rate's, 24h58m, where the
+    # average since the first line (101,100 frames in 210 s) would say 31 min.
+    now = [0.0]
+    progress = run_dir.Progress(total_frames=1_000_000, every_s=1.0, eta_window_s=60.0, clock=lambda: now[0])
+    progress.line(0, 0)
+    for t in range(1, 101):
+        now[0] = float(t)
+        progress.line(1_000 * t, t)
+    for k in range(1, 12):
+        now[0] = 100.0 + 10 * k
+        line = progress.line(100_000 + 100 * k, 100 + k)
+    assert line.endswith(f"ETA {run_dir.duration((1_000_000 - 101_100) / 10)}"), line
+    assert line.endswith("ETA 24h58m")
+    assert "10 frames/s" in line
+
+
 # The loop, with a scripted learner. --------------------------------------------------
 
 
