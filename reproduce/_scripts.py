@@ -26,9 +26,9 @@ EXPECTED_S = {
     "reproduce.laser.minatar": (190, 80_000),
     "reproduce.laser.propositions": (8, 21),
     # Quick: `python -m reproduce.per.atari --profile quick` at 383b194, idle: 136 s.
-    # Full: that run's idle rate while learning (~300 frames/s, one process) times
-    # 2 runs x 4M frames, plus their 30-episode evaluations (~10 min each, not
-    # measured): an estimate until the full runs are made.
+    # Full: 2 runs x 4M frames at ~300 frames/s (one process, idle) plus their
+    # 30-episode evaluations: an estimate. Measured at 2M frames, two runs side by
+    # side (results/per/full/atari_runs): 7,613 s and 7,655 s each, evaluation included.
     "reproduce.per.atari": (136, 28_000),
     "reproduce.per.cliffwalk": (9, 635),
     # Full: the 15 committed runs' wall time (minatar.provenance.json), 4,610-9,458 s each.
