@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import re
 import signal
 import time
 from typing import Callable
@@ -27,6 +28,20 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 180, what: str = "c
 
 def checkpoint_steps(run_dir: pathlib.Path) -> list[int]:
     return sorted(int(p.name.split("-")[1].split(".")[0]) for p in (run_dir / "checkpoints").glob("ckpt-*.index"))
+
+
+def committed_checkpoint_step(run_dir: pathlib.Path) -> int | None:
+    """The step a resume restores: the one TF's `checkpoint` state file names, None before the first save.
+
+    A kill can land after a checkpoint's files are written and before the state
+    file (replaced atomically) names it; the resume then rightly takes the one
+    before, so tests of a killed run read this, not the newest files.
+    """
+    state = run_dir / "checkpoints" / "checkpoint"
+    if not state.exists():
+        return None
+    match = re.search(r'^model_checkpoint_path: "ckpt-(\d+)"', state.read_text(), re.MULTILINE)
+    return int(match.group(1)) if match else None
 
 
 def alive(pid: int) -> bool:

@@ -16,7 +16,7 @@ import sys
 import time
 
 import pytest
-from processes import alive, checkpoint_steps, episodes_logged, wait_for
+from processes import alive, checkpoint_steps, committed_checkpoint_step, episodes_logged, wait_for
 from test_impala_system import REPO, start, train
 
 
@@ -24,12 +24,12 @@ from test_impala_system import REPO, start, train
 def test_killed_learner_resumes_from_its_last_checkpoint(tmp_path):
     run_dir = tmp_path / "run"
     process = start(f"--run_dir={run_dir}", "--frames=20000", "--config_override=checkpoint_every_s=1")
-    wait_for(lambda: any(s > 0 for s in checkpoint_steps(run_dir)), what="a checkpoint after step 0")
+    wait_for(lambda: (committed_checkpoint_step(run_dir) or 0) > 0, what="a checkpoint after step 0")
     os.killpg(process.pid, signal.SIGKILL)  # The learner, its server and anything in its session.
     process.wait(timeout=30)
     orphans = list(map(int, (run_dir / "actor_pids").read_text().split()))
     wait_for(lambda: not any(alive(pid) for pid in orphans), timeout=120, what="orphaned actors to exit")
-    saved = max(checkpoint_steps(run_dir))
+    saved = committed_checkpoint_step(run_dir)  # Not the newest files: the kill may have cut their commit.
     refused = train(f"--run_dir={run_dir}", "--frames=20000")
     assert refused.returncode == 2 and "already exists; pass --resume" in refused.stderr
     resumed = train(f"--run_dir={run_dir}", "--frames=20000", "--resume")
