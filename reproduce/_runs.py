@@ -5,7 +5,10 @@ run (with final.json) is kept, a started one is resumed, so an interrupted
 study continues where it stopped. Reuse is never silent: a run is reused only
 if it was started with the same flags, and the script says which run it
 reuses and the commit that trained it. `--fresh` (`define_flags`) retrains:
-the old run directory is moved aside, never deleted.
+the old run directory is moved aside, never deleted. A study that offers
+`--extend` (`reproduce.per.atari`) trains a run started with a smaller
+`--frames` on to the larger budget: resumed, its first segments kept, the
+run's budget then its last segment's (`recorded_flags`).
 
 A study too long for one sitting (`reproduce.per.minatar`, `reproduce.per.atari`)
 keeps a summary per finished job in results/ (`summarise_run`, `write_summary`),
@@ -50,23 +53,33 @@ def whole_budget(frames: float, episodes: int) -> int:
     return int(frames)
 
 
-def train(module: str, run_dir: pathlib.Path, flags: list[str], fresh: bool = False) -> dict:
+def train(
+    module: str, run_dir: pathlib.Path, flags: list[str], fresh: bool = False, extend: bool | None = None
+) -> dict:
     """Runs (or resumes, or keeps) one run of `python -m module`; returns its final.json.
 
     `fresh`: the run directory, if any, is moved aside and the run starts anew.
+    `extend`: a run started with a smaller `--frames` trains on to `flags`'
+    (None: the script offers no `--extend`). A run is finished when its
+    final.json reaches the budget asked: an extension interrupted before its
+    end still holds the shorter budget's final.json, and is resumed.
     """
-    final = run_dir / "final.json"
+    final, goal = run_dir / "final.json", budget(flags)
+
+    def finished() -> bool:
+        return final.exists() and (goal is None or json.loads(final.read_text())["frames"] >= goal)
+
     if fresh:
         set_aside(run_dir)
     elif final.exists() or (run_dir / "config.json").exists():
-        check_same_flags(run_dir, flags)
-        print(f"{run_dir.name}: {'reusing finished' if final.exists() else 'resuming'} {describe(run_dir)}", flush=True)
-        if final.exists():
+        check_same_flags(run_dir, flags, extend)
+        print(f"{run_dir.name}: {'reusing finished' if finished() else 'resuming'} {describe(run_dir)}", flush=True)
+        if finished():
             return json.loads(final.read_text())
     command = [sys.executable, "-m", module, *flags, f"--run_dir={run_dir}"]
     if (run_dir / "config.json").exists():
         command.append("--resume")
-    run_to_completion(command, run_dir, final.exists)
+    run_to_completion(command, run_dir, finished)
     return json.loads(final.read_text())
 
 
@@ -83,9 +96,28 @@ def started_flags(run_dir: pathlib.Path) -> list[str] | None:
 
 
 def recorded_flags(record: dict | None) -> list[str] | None:
-    """The training flags a run's provenance `record` says it was first started with; None if it has no command."""
-    record = record or {}
-    command = (record.get("segments") or [record])[0].get("command")
+    """The training flags of a run's provenance `record`; None if it has no command.
+
+    The flags it was first started with, but the budget (`--frames`) of its
+    last segment that gave one: an extended run's (`train`'s `extend`).
+    """
+    segments = (record or {}).get("segments") or [record or {}]
+    started = command_flags(segments[0].get("command"))
+    if started is None:
+        return None
+    budgets = [f for s in segments for f in command_flags(s.get("command")) or [] if f.startswith("--frames=")]
+    return but_budget(started) + budgets[-1:]
+
+
+def budgets(record: dict | None) -> list[int]:
+    """The frame budgets a run's provenance `record` was trained to, in order: more than one if it was extended."""
+    segments = (record or {}).get("segments") or [record or {}]
+    found = (budget(command_flags(s.get("command")) or []) for s in segments)
+    return list(dict.fromkeys(b for b in found if b is not None))
+
+
+def command_flags(command: str | None) -> list[str] | None:
+    """The flags of a recorded `python -m MODULE ...` command, without those that place the run."""
     if not command:
         return None
     flags, words = [], iter(shlex.split(command)[3:])  # After "python -m MODULE".
@@ -97,15 +129,45 @@ def recorded_flags(record: dict | None) -> list[str] | None:
     return flags
 
 
-def check_same_flags(run_dir: pathlib.Path, flags: list[str]) -> None:
-    """Refuses to reuse a run started with other flags (another budget, preset, override...)."""
+def budget(flags: list[str]) -> int | None:
+    """The frame budget that training `flags` give (`--frames=N`, N maybe written 1e7); None without one."""
+    values = [f.split("=", 1)[1] for f in flags if f.startswith("--frames=")]
+    return int(float(values[-1])) if values else None
+
+
+def check_same_flags(run_dir: pathlib.Path, flags: list[str], extend: bool | None = None) -> None:
+    """Refuses to reuse a run started with other flags (another budget, preset, override...).
+
+    With `extend`, a smaller budget is no other job: the run trains on.
+    """
     started = started_flags(run_dir)
     if started is not None and sorted(started) != sorted(flags):
+        if extend and extends(started, flags):
+            return
         only_run, only_now = sorted(set(started) - set(flags)), sorted(set(flags) - set(started))
         raise UsageError(
             f"{run_dir} was started with other flags (it has {' '.join(only_run) or 'none'}; this command asks "
-            f"{' '.join(only_now) or 'none'}); pass --fresh to retrain it (the old run is moved aside)"
+            f"{' '.join(only_now) or 'none'}); {retrain_hint(started, flags, extend, 'the old run is moved aside')}"
         )
+
+
+def extends(had: list[str], asks: list[str]) -> bool:
+    """Whether the flags `asks` are `had`'s with a larger budget only."""
+    old, new = budget(had), budget(asks)
+    return old is not None and new is not None and new > old and but_budget(had) == but_budget(asks)
+
+
+def but_budget(flags: list[str]) -> list[str]:
+    """`flags` without `--frames`, sorted."""
+    return sorted(f for f in flags if not f.startswith("--frames="))
+
+
+def retrain_hint(had: list[str], asks: list[str], extend: bool | None, fresh_keeps: str) -> str:
+    """What to pass instead: `--fresh`, and `--extend` where the script offers it and it applies."""
+    fresh = f"pass --fresh to retrain it ({fresh_keeps})"
+    if extend is not None and extends(had, asks):
+        return f"pass --extend to train it on to {budget(asks):,} frames, or {fresh.removeprefix('pass ')}"
+    return fresh
 
 
 def describe(run_dir: pathlib.Path) -> str:
@@ -127,12 +189,16 @@ def kept_summary(path: pathlib.Path) -> str:
     return f"{path} (commit {' and '.join(commits) or 'unknown'})"
 
 
-def summary_kept(path: pathlib.Path, fresh: bool, flags: list[str], eval_episodes: int | None = None) -> bool:
+def summary_kept(
+    path: pathlib.Path, fresh: bool, flags: list[str], eval_episodes: int | None = None, extend: bool | None = None
+) -> bool:
     """Whether the job summarised in `path` is kept, not trained again (it exists and `fresh` is off); says so.
 
     A summary is kept only for the job asked: its run's `_JOB_FLAGS` must be
     the job's training `flags`, and its evaluation the `eval_episodes` asked
     (if given); another budget, say, is a `UsageError` naming `--fresh`.
+    With `extend` a smaller budget is not kept: the job trains on (`train`),
+    and its summary is replaced (None: the script offers no `--extend`).
     """
     if fresh or not path.exists():
         return False
@@ -140,6 +206,9 @@ def summary_kept(path: pathlib.Path, fresh: bool, flags: list[str], eval_episode
     # A run that recorded no command is taken for the job it is named after.
     had = [f for f in recorded_flags(summary.get("run_provenance")) or flags if f.split("=")[0] in _JOB_FLAGS]
     asks = [f for f in flags if f.split("=")[0] in _JOB_FLAGS]
+    if extend and extends(had, asks):
+        print(f"{path.stem}: summarised at {budget(had):,} frames, extending to {budget(asks):,}", flush=True)
+        return False
     if eval_episodes is not None:
         had.append(f"{summary['eval']['episodes']} evaluation episodes")
         asks.append(f"{eval_episodes} evaluation episodes")
@@ -147,10 +216,19 @@ def summary_kept(path: pathlib.Path, fresh: bool, flags: list[str], eval_episode
     if only_had or only_asks:
         raise UsageError(
             f"{path} summarises another job (it has {', '.join(only_had) or 'none'}; this command asks "
-            f"{', '.join(only_asks) or 'none'}); pass --fresh to retrain it (the summary is replaced)"
+            f"{', '.join(only_asks) or 'none'}); {retrain_hint(had, asks, extend, 'the summary is replaced')}"
         )
     print(f"{path.stem}: summarised earlier, kept: {kept_summary(path)}", flush=True)
     return True
+
+
+def check_resumable(run_dir: pathlib.Path) -> None:
+    """Refuses to extend a job whose run is not here: it would train anew, not on."""
+    if not (run_dir / "config.json").exists():
+        raise UsageError(
+            f"{run_dir} is not on this machine: --extend trains a run on from its last checkpoint; "
+            "pass --fresh instead to train the job anew at the larger budget"
+        )
 
 
 def job_name(game: str, variant: str, seed: int) -> str:

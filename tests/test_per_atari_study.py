@@ -98,6 +98,19 @@ def test_a_quick_table_is_marked_smoke_scale_and_names_its_overrides():
     assert "Smoke-scale overrides: `" + " ".join(_atari.OVERRIDES["quick"]) + "`." in text
 
 
+def test_a_run_trained_on_to_a_larger_budget_is_named_with_its_budgets():
+    command = "python -m per.train --preset=atari_ddqn_prop --env=atari:pong --frames={} --seed=0"
+    segments = [{"command": command.format(2_000_000)}, {"command": command.format(4_000_000) + " --resume"}]
+    extended = {**summary("proportional", 1.0), "run_provenance": {"segments": segments}}
+    rows = _atari.table_rows([summary("uniform", 2.0), extended], _atari.published())
+    assert [r["budgets"] for r in rows] == ["4000000", "2000000 4000000"]
+    text = _atari.markdown(rows, "full")
+    assert "(`--extend`, resumed from the last checkpoint): pong proportional seed 0: to 2,000,000, then 4,000,000" in (
+        text.replace("\n", " ")
+    )
+    assert "--extend" not in _atari.markdown(_atari.table_rows(SUMMARIES, _atari.published()), "full")
+
+
 def test_the_study_is_written_from_the_summaries(tmp_path):
     _atari.write_study(tmp_path, SUMMARIES, "full", time.time())
     with open(tmp_path / "atari.csv", newline="") as f:
@@ -119,7 +132,8 @@ def test_the_study_is_written_from_the_summaries(tmp_path):
         ("--frames=0", ["--frames=0", "need a whole number >= 1 each"]),
         ("--eval_episodes=0", ["--eval_episodes=0", "need a whole number >= 1 each"]),
         ("--seeds=0", ["--seeds=0", "not a positive integer"]),
+        ("--extend --fresh", ["--fresh retrains from the start and --extend trains on: pass one of them"]),
     ],
 )
 def test_bad_input_is_one_line_exit_2(flag, fragments):
-    assert_one_line_usage_error(run(sys.executable, "-m", "reproduce.per.atari", flag), *fragments)
+    assert_one_line_usage_error(run(sys.executable, "-m", "reproduce.per.atari", *flag.split()), *fragments)

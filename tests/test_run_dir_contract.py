@@ -275,6 +275,63 @@ def test_fresh_moves_the_old_run_aside_and_trains_anew(tmp_path, monkeypatch):
     assert "--resume" not in commands[0] and "--frames=9" in commands[0]
 
 
+def test_extend_trains_a_finished_run_on_to_a_larger_budget(tmp_path, monkeypatch):
+    from reproduce import _runs
+
+    command = f"python -m per.train --preset=p --frames=7 --run_dir={tmp_path / 'done'}"
+    finished = recorded_run(tmp_path / "done", command)
+    for extend, hint in ((None, r"asks --frames=9\); pass --fresh"), (False, r"pass --extend to train it on to 9 fr")):
+        with pytest.raises(UsageError, match=hint):
+            _runs.train("per.train", finished, ["--preset=p", "--frames=9"], extend=extend)
+    with pytest.raises(UsageError, match="pass --fresh"):  # A smaller budget is another job.
+        _runs.train("per.train", finished, ["--preset=p", "--frames=5"], extend=True)
+    with pytest.raises(UsageError, match="pass --fresh"):  # So is another preset.
+        _runs.train("per.train", finished, ["--preset=q", "--frames=9"], extend=True)
+    commands = []
+
+    def train_on(command, run_dir, is_finished):
+        commands.append(command)
+        assert not is_finished()  # The shorter budget's final.json is not the end.
+        (run_dir / "final.json").write_text(json.dumps({"frames": 9}))
+        assert is_finished()
+
+    monkeypatch.setattr(_runs, "run_to_completion", train_on)
+    assert _runs.train("per.train", finished, ["--preset=p", "--frames=9"], extend=True) == {"frames": 9}
+    assert "--resume" in commands[0] and "--frames=9" in commands[0]
+
+
+def test_an_interrupted_extension_is_resumed_and_its_budget_is_the_last_segments(tmp_path, monkeypatch):
+    from reproduce import _runs
+
+    first = f"python -m per.train --preset=p --frames=7 --run_dir={tmp_path / 'run'}"
+    run_dir = recorded_run(tmp_path / "run", first, commits=("abc1234567890", "def4567890123"))
+    segments = json.loads((run_dir / "provenance.json").read_text())["segments"]
+    segments[1]["command"] = first.replace("--frames=7", "--frames=9") + " --resume"
+    (run_dir / "provenance.json").write_text(json.dumps({"segments": segments}))
+    assert _runs.started_flags(run_dir) == ["--preset=p", "--frames=9"]
+    assert _runs.budgets(json.loads((run_dir / "provenance.json").read_text())) == [7, 9]
+    commands = []
+    monkeypatch.setattr(_runs, "run_to_completion", lambda command, *_: commands.append(command))
+    _runs.train("per.train", run_dir, ["--preset=p", "--frames=9"])  # Same flags now: no --extend needed.
+    assert "--resume" in commands[0]  # final.json holds 7 frames of the 9: not finished.
+
+
+def test_extend_replaces_a_smaller_budgets_summary_and_needs_the_run_here(tmp_path, capsys):
+    from reproduce import _runs
+
+    path = tmp_path / "job.json"
+    command = "python -m per.train --preset=p --env=atari:pong --frames=7 --seed=0"
+    path.write_text(json.dumps({"run_provenance": {"command": command}, "eval": {"episodes": 30}}))
+    job = ["--preset=p", "--env=atari:pong", "--frames=9", "--seed=0"]
+    with pytest.raises(UsageError, match=r"pass --extend to train it on to 9 frames, or --fresh"):
+        _runs.summary_kept(path, False, job, eval_episodes=30, extend=False)
+    assert not _runs.summary_kept(path, False, job, eval_episodes=30, extend=True)
+    assert "job: summarised at 7 frames, extending to 9" in capsys.readouterr().out
+    assert _runs.summary_kept(path, False, [*job[:2], "--frames=7", "--seed=0"], eval_episodes=30, extend=True)
+    with pytest.raises(UsageError, match="is not on this machine: --extend trains a run on from its last checkpoint"):
+        _runs.check_resumable(tmp_path / "job")
+
+
 def test_a_kept_summary_names_the_commits_of_its_runs(tmp_path):
     from reproduce import _runs
 

@@ -92,6 +92,7 @@ def table_rows(summaries: list[dict], paper: dict) -> list[dict]:
             "eval_human_normalized": round(s["eval"]["human_normalized"], 4),
             "paper_starts": "human", "per_200M": theirs["score"], "per_200M_normalized": theirs["normalized"],
             "overrides": " ".join(s["overrides"]),
+            "budgets": " ".join(map(str, _runs.budgets(s["run_provenance"]) or [s["frames"]])),
         })  # fmt: skip
     return rows
 
@@ -132,6 +133,7 @@ def markdown(rows: list[dict], profile: str) -> str:
             else "Otherwise the paper's schedule, made for 200M frames: learning starts after 50K transitions "
             "(200K frames) and epsilon decays over 1M agent steps (4M frames)."
         ),
+        *extended(rows),
         "",
         "| game | variant | seed | frames | training return (last 100) | eval return, no-op starts | eval % human "
         "| PER (200M, human starts) | PER % human |",
@@ -144,6 +146,23 @@ def markdown(rows: list[dict], profile: str) -> str:
         ],
     ]
     return "\n".join(lines) + "\n"
+
+
+def extended(rows: list[dict]) -> list[str]:
+    """The table's note on runs trained on to a larger budget (`--extend`), if any."""
+    runs = [r for r in rows if " " in r["budgets"]]
+    if not runs:
+        return []
+    trained = "; ".join(
+        f"{r['game']} {r['variant']} seed {r['seed']}: to {', then '.join(f'{int(b):,}' for b in r['budgets'].split())}"
+        for r in runs
+    )
+    return [
+        "",
+        f"Trained on to a larger budget (`--extend`, resumed from the last checkpoint): {trained} frames. Beta "
+        "anneals over a run's first budget and a resume keeps its value, so it stayed at 1 after that budget; "
+        "epsilon's schedule counts agent steps and is not affected.",
+    ]
 
 
 def plot(summaries: list[dict], paper: dict, path: pathlib.Path, profile: str) -> None:

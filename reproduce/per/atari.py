@@ -3,6 +3,7 @@
     python -m reproduce.per.atari --profile full                   # Breakout, uniform and proportional
     python -m reproduce.per.atari --profile full --games pong --variants rank --frames 1e7
     python -m reproduce.per.atari --profile quick                  # smoke scale: 20K frames a run
+    python -m reproduce.per.atari --profile full --frames 1e7 --extend  # train the runs on to 10M frames
 
 Trains each game x variant x seed with `per.train` (variants: `uniform`,
 `rank`, `proportional` -> presets `atari_ddqn`, `atari_ddqn_rank`,
@@ -19,6 +20,9 @@ config, the run's provenance) goes to results/per/<profile>/atari_runs/, which
 is committed, and a job whose summary exists is not trained again; its run
 lives in runs/reproduce/per_atari_<profile>/ (resumed if interrupted, not
 committed). The table, figure and provenance are rebuilt from every summary present.
+`--extend` trains a summarised job of a smaller budget on to `--frames`, from
+its run's last checkpoint (which must be on this machine), and replaces its
+summary; the table names the budgets each run was trained to.
 
 Outputs: results/per/<profile>/atari.csv (one row per job: `game, variant,
 seed, frames, train_last100, eval_mean_return, ...` beside PER's), atari.md,
@@ -34,7 +38,7 @@ from absl import flags
 import reproduce
 from common import cli
 from common.envs.atari import ATARI57
-from common.errors import check_choices
+from common.errors import UsageError, check_choices
 from reproduce import _runs
 from reproduce.per import _atari
 
@@ -44,6 +48,7 @@ flags.DEFINE_list("variants", ["uniform", "proportional"], f"Replay variants: {'
 flags.DEFINE_integer("seeds", 1, "Seeds per game and variant: seed, seed + 1, ...", lower_bound=1)
 flags.DEFINE_float("frames", None, "Frame budget per run overriding the profile's, e.g. 1e7.")
 flags.DEFINE_integer("eval_episodes", None, "Evaluation episodes overriding the profile's (PER: 100).")
+flags.DEFINE_bool("extend", False, "Train runs of a smaller budget on to --frames (resumed), not refuse them.")
 FLAGS = flags.FLAGS
 
 
@@ -51,6 +56,8 @@ def main(argv: list[str]) -> None:
     start = time.time()
     check_choices("--games", "atari game", FLAGS.games, ATARI57)
     check_choices("--variants", "variant", FLAGS.variants, _atari.VARIANTS)
+    if FLAGS.fresh and FLAGS.extend:
+        raise UsageError("--fresh retrains from the start and --extend trains on: pass one of them")
     episodes = _atari.EVAL_EPISODES[FLAGS.profile] if FLAGS.eval_episodes is None else FLAGS.eval_episodes
     frames = _runs.whole_budget(_atari.FRAMES[FLAGS.profile] if FLAGS.frames is None else FLAGS.frames, episodes)
     overrides = _atari.OVERRIDES[FLAGS.profile]
@@ -63,12 +70,15 @@ def main(argv: list[str]) -> None:
             for variant in FLAGS.variants:
                 name = _runs.job_name(game, variant, seed)
                 job_flags = _atari.job_flags(variant, game, frames, seed, overrides)
-                if _runs.summary_kept(summaries_dir / f"{name}.json", FLAGS.fresh, job_flags, episodes):
+                summary = summaries_dir / f"{name}.json"
+                if _runs.summary_kept(summary, FLAGS.fresh, job_flags, episodes, FLAGS.extend):
                     continue
-                final = _runs.train("per.train", runs / name, job_flags, FLAGS.fresh)
+                if FLAGS.extend and summary.exists():  # Not kept: a smaller budget, to train on.
+                    _runs.check_resumable(runs / name)
+                final = _runs.train("per.train", runs / name, job_flags, FLAGS.fresh, FLAGS.extend)
                 result = _runs.evaluate("per.evaluate", runs / name, episodes, seed + 1)
-                summary = _atari.summarise(runs / name, game, variant, seed, final, result, overrides)
-                _runs.write_summary(summaries_dir, name, summary, runs / name)
+                record = _atari.summarise(runs / name, game, variant, seed, final, result, overrides)
+                _runs.write_summary(summaries_dir, name, record, runs / name)
     print(_atari.write_study(out, _runs.load_summaries(summaries_dir), FLAGS.profile, start))
 
 
