@@ -16,6 +16,19 @@ def test_committed_dashboard_is_what_the_results_generate():
     )
 
 
+def test_committed_dashboard_record_names_the_records_it_was_read_from():
+    committed = json.loads((dashboard.RESULTS / "README.provenance.json").read_text())
+    assert committed["config"]["sources"] == dashboard.sources(), "rerun `python -m reproduce.dashboard`"
+    assert committed["command"] == "python -m reproduce.dashboard" and committed["frames"] is None
+
+
+def test_the_dashboards_record_lists_only_studies_with_a_record(tmp_path):
+    first, second = dashboard.STUDIES[0].stem, dashboard.STUDIES[1].stem
+    write(tmp_path / f"{first}.provenance.json", record("0123456789abcdef"))
+    write(tmp_path / f"{second}.csv", "a\n1\n")  # Files, but no record: not run.
+    assert dashboard.sources(tmp_path) == {f"{first}.provenance.json": "`0123456`"}
+
+
 def write(path: pathlib.Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
