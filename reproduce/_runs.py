@@ -98,33 +98,37 @@ def started_flags(run_dir: pathlib.Path) -> list[str] | None:
 def recorded_flags(record: dict | None) -> list[str] | None:
     """The training flags of a run's provenance `record`; None if it has no command.
 
-    The flags it was first started with, but the budget (`--frames`) of its
-    last segment that gave one: an extended run's (`train`'s `extend`).
+    The flags it was first started with, but its last budget (`--frames`,
+    as a whole number): an extended run's (`train`'s `extend`).
     """
     segments = (record or {}).get("segments") or [record or {}]
     started = command_flags(segments[0].get("command"))
     if started is None:
         return None
-    budgets = [f for s in segments for f in command_flags(s.get("command")) or [] if f.startswith("--frames=")]
-    return but_budget(started) + budgets[-1:]
+    return but_budget(started) + [f"--frames={b}" for b in budgets(record)[-1:]]
 
 
 def budgets(record: dict | None) -> list[int]:
-    """The frame budgets a run's provenance `record` was trained to, in order: more than one if it was extended."""
+    """The frame budgets a run's provenance `record` was trained to, in order: more than one if it was extended.
+
+    A segment's own `total_frames` where recorded, else its command's `--frames`.
+    """
     segments = (record or {}).get("segments") or [record or {}]
-    found = (budget(command_flags(s.get("command")) or []) for s in segments)
-    return list(dict.fromkeys(b for b in found if b is not None))
+    found = (s.get("total_frames") or budget(command_flags(s.get("command")) or []) for s in segments)
+    return list(dict.fromkeys(int(b) for b in found if b is not None))
 
 
 def command_flags(command: str | None) -> list[str] | None:
-    """The flags of a recorded `python -m MODULE ...` command, without those that place the run."""
+    """The flags of a recorded `python -m MODULE ...` command, as `--name=value`, without those that place the run."""
     if not command:
         return None
-    flags, words = [], iter(shlex.split(command)[3:])  # After "python -m MODULE".
-    for word in words:
-        if word in _PLACEMENT_FLAGS[:1]:  # "--run_dir PATH": skip its value too.
-            next(words, None)
-        elif not word.startswith(_PLACEMENT_FLAGS):
+    flags, words = [], shlex.split(command)[3:]  # After "python -m MODULE".
+    for i, word in enumerate(words):
+        if not word.startswith("--"):
+            continue  # The value of the flag before it, joined to it below.
+        if "=" not in word and i + 1 < len(words) and not words[i + 1].startswith("--"):
+            word = f"{word}={words[i + 1]}"  # "--name value", as absl also takes it.
+        if not word.startswith(_PLACEMENT_FLAGS):
             flags.append(word)
     return flags
 
@@ -135,18 +139,24 @@ def budget(flags: list[str]) -> int | None:
     return int(float(values[-1])) if values else None
 
 
+def normalized(flags: list[str]) -> list[str]:
+    """`flags` with the budget written as a whole number (1e7 -> 10000000), as `recorded_flags` gives it."""
+    goal = budget(flags)
+    return but_budget(flags) + ([] if goal is None else [f"--frames={goal}"])
+
+
 def check_same_flags(run_dir: pathlib.Path, flags: list[str], extend: bool | None = None) -> None:
     """Refuses to reuse a run started with other flags (another budget, preset, override...).
 
     With `extend`, a smaller budget is no other job: the run trains on.
     """
-    started = started_flags(run_dir)
+    started, flags = started_flags(run_dir), normalized(flags)
     if started is not None and sorted(started) != sorted(flags):
         if extend and extends(started, flags):
             return
         only_run, only_now = sorted(set(started) - set(flags)), sorted(set(flags) - set(started))
         raise UsageError(
-            f"{run_dir} was started with other flags (it has {' '.join(only_run) or 'none'}; this command asks "
+            f"{run_dir} was trained with other flags (it has {' '.join(only_run) or 'none'}; this command asks "
             f"{' '.join(only_now) or 'none'}); {retrain_hint(started, flags, extend, 'the old run is moved aside')}"
         )
 
@@ -205,7 +215,7 @@ def summary_kept(
     summary = json.loads(path.read_text())
     # A run that recorded no command is taken for the job it is named after.
     had = [f for f in recorded_flags(summary.get("run_provenance")) or flags if f.split("=")[0] in _JOB_FLAGS]
-    asks = [f for f in flags if f.split("=")[0] in _JOB_FLAGS]
+    asks = [f for f in normalized(flags) if f.split("=")[0] in _JOB_FLAGS]
     if extend and extends(had, asks):
         print(f"{path.stem}: summarised at {budget(had):,} frames, extending to {budget(asks):,}", flush=True)
         return False
@@ -222,13 +232,27 @@ def summary_kept(
     return True
 
 
-def check_resumable(run_dir: pathlib.Path) -> None:
-    """Refuses to extend a job whose run is not here: it would train anew, not on."""
-    if not (run_dir / "config.json").exists():
-        raise UsageError(
-            f"{run_dir} is not on this machine: --extend trains a run on from its last checkpoint; "
-            "pass --fresh instead to train the job anew at the larger budget"
-        )
+def check_resumable(run_dir: pathlib.Path, summary: pathlib.Path) -> None:
+    """Refuses to extend the job `summary` describes when `run_dir` holds no run: it would train anew, not on."""
+    if (run_dir / "config.json").exists():
+        return
+    raise UsageError(
+        f"{run_dir} holds no run to train on (no config.json): --extend resumes {summary.stem} from its last "
+        f"checkpoint, which was in {trained_in(summary) or 'the runs/ of the machine that trained it'}; run from "
+        "the checkout that holds it, or pass --fresh to train anew"
+    )
+
+
+def trained_in(summary: pathlib.Path) -> str | None:
+    """The run directory that the run of a job `summary` was first started in, if its record says."""
+    record = json.loads(summary.read_text()).get("run_provenance") or {}
+    words = shlex.split(((record.get("segments") or [record])[0]).get("command") or "")
+    for word, after in zip(words, [*words[1:], ""]):
+        if word.startswith("--run_dir="):
+            return word.split("=", 1)[1]
+        if word == "--run_dir":
+            return after or None
+    return None
 
 
 def job_name(game: str, variant: str, seed: int) -> str:

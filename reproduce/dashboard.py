@@ -802,14 +802,17 @@ def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise UsageError(f"unexpected arguments {argv[1:]}: the dashboard takes none")
     start = time.time()
-    path = RESULTS / "README.md"
+    path, record = RESULTS / "README.md", RESULTS / "README.provenance.json"
     path.write_text(render())
+    read = sources()
     # Its own record: no number is measured here, each is copied from a study whose record is listed.
-    provenance.write(
-        RESULTS, "README.provenance.json", config={"sources": sources()}, seeds=[], frames=None,
-        wall_time_s=time.time() - start, scale="derived: the committed results' headlines, nothing trained or timed",
-    )  # fmt: skip
-    print(f"wrote {path} and its record README.provenance.json", file=sys.stderr)
+    # Rewritten only when those change, so that regenerating an unchanged dashboard changes no file.
+    if not record.exists() or json.loads(record.read_text())["config"]["sources"] != read:
+        provenance.write(
+            RESULTS, record.name, config={"sources": read}, seeds=[], frames=None, wall_time_s=time.time() - start,
+            scale="derived: the committed results' headlines, nothing trained or timed",
+        )  # fmt: skip
+    print(f"wrote {path}; its record: {record}", file=sys.stderr)
 
 
 if __name__ == "__main__":

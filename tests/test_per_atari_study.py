@@ -17,7 +17,7 @@ import pytest
 from common import config as config_lib
 from per.config import PRESETS
 from reproduce.per import _atari
-from tests.test_cli import assert_one_line_usage_error, run
+from tests.test_cli import REPO, assert_one_line_usage_error, run
 
 
 def resolve(job_flags: list[str]):
@@ -105,10 +105,9 @@ def test_a_run_trained_on_to_a_larger_budget_is_named_with_its_budgets():
     rows = _atari.table_rows([summary("uniform", 2.0), extended], _atari.published())
     assert [r["budgets"] for r in rows] == ["4000000", "2000000 4000000"]
     text = _atari.markdown(rows, "full")
-    assert "(`--extend`, resumed from the last checkpoint): pong proportional seed 0: to 2,000,000, then 4,000,000" in (
-        text.replace("\n", " ")
-    )
-    assert "--extend" not in _atari.markdown(_atari.table_rows(SUMMARIES, _atari.published()), "full")
+    note = "budget (resumed from the last checkpoint): pong proportional seed 0: to 2,000,000, then 4,000,000 frames"
+    assert note in text.replace("\n", " ")
+    assert "Trained on" not in _atari.markdown(_atari.table_rows(SUMMARIES, _atari.published()), "full")
 
 
 def test_the_study_is_written_from_the_summaries(tmp_path):
@@ -137,3 +136,14 @@ def test_the_study_is_written_from_the_summaries(tmp_path):
 )
 def test_bad_input_is_one_line_exit_2(flag, fragments):
     assert_one_line_usage_error(run(sys.executable, "-m", "reproduce.per.atari", *flag.split()), *fragments)
+
+
+def test_the_script_offers_extend_for_a_larger_budget_and_checks_the_run_is_here_before_training():
+    """Against the committed Breakout summaries: both commands stop before any training."""
+    frames = "--frames=1e9"  # Larger than any committed run's budget.
+    refused = run(sys.executable, "-m", "reproduce.per.atari", "--profile=full", frames)
+    assert_one_line_usage_error(refused, "summarises another job", "pass --extend to train it on to 1,000,000,000 fr")
+    if (REPO / "runs" / "reproduce" / "per_atari_full").exists():
+        pytest.skip("this checkout holds PER Atari runs: --extend would train them on")
+    extend = run(sys.executable, "-m", "reproduce.per.atari", "--profile=full", frames, "--extend")
+    assert_one_line_usage_error(extend, "holds no run to train on (no config.json): --extend resumes breakout_")

@@ -328,8 +328,39 @@ def test_extend_replaces_a_smaller_budgets_summary_and_needs_the_run_here(tmp_pa
     assert not _runs.summary_kept(path, False, job, eval_episodes=30, extend=True)
     assert "job: summarised at 7 frames, extending to 9" in capsys.readouterr().out
     assert _runs.summary_kept(path, False, [*job[:2], "--frames=7", "--seed=0"], eval_episodes=30, extend=True)
-    with pytest.raises(UsageError, match="is not on this machine: --extend trains a run on from its last checkpoint"):
-        _runs.check_resumable(tmp_path / "job")
+    path.write_text(json.dumps({"run_provenance": {"command": f"{command} --run_dir /elsewhere/job"}}))
+    with pytest.raises(UsageError, match=r"job holds no run to train on \(no config.json\): --extend resumes job "):
+        _runs.check_resumable(tmp_path / "job", path)
+    with pytest.raises(UsageError, match="its last checkpoint, which was in /elsewhere/job; run from the checkout"):
+        _runs.check_resumable(tmp_path / "job", path)
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "config.json").write_text("{}")
+    _runs.check_resumable(tmp_path / "job", path)  # A run to train on: no error.
+
+
+def test_a_runs_budgets_are_its_segments_whatever_way_the_command_wrote_them():
+    from reproduce import _runs
+
+    def record(*segments):
+        return {"segments": [dict(s) for s in segments]}
+
+    command = "python -m per.train --preset=p --frames{} --run_dir /r"
+    resumed = command.format("=7") + " --resume"  # An interrupted run resumed: the same budget, once.
+    assert _runs.budgets(record({"command": command.format("=7")}, {"command": resumed})) == [7]
+    spelled = record({"command": command.format("=7")}, {"command": command.format(" 1.2e1") + " --resume"})
+    assert _runs.budgets(spelled) == [7, 12] and _runs.recorded_flags(spelled) == ["--preset=p", "--frames=12"]
+    # A segment's own total_frames (every run's record has it) over its command's flag.
+    assert _runs.budgets(record({"command": command.format(""), "total_frames": 5})) == [5]
+    assert _runs.recorded_flags(record({"command": "python -m per.train --seed -1 --preset p"})) == [
+        "--preset=p", "--seed=-1",
+    ]  # fmt: skip
+
+
+def test_a_budget_written_another_way_is_the_same_job(tmp_path, no_training):
+    from reproduce import _runs
+
+    finished = recorded_run(tmp_path / "done", "python -m impala.train --preset=toy --frames 7")
+    assert _runs.train("impala.train", finished, ["--preset=toy", "--frames=7e0"]) == {"frames": 7}
 
 
 def test_a_kept_summary_names_the_commits_of_its_runs(tmp_path):

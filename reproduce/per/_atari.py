@@ -125,7 +125,7 @@ def markdown(rows: list[dict], profile: str) -> str:
         "`% human`: both normalised by PER Table 7's random and human scores (its human-starts table). Training",
         "return: the mean of the last 100 training games (epsilon-greedy). The agents are PER's presets (tuned DDQN,",
         "App. B.2, Table 3; the step size divided by 4 with prioritization; Mnih et al.'s network with tuned DDQN's",
-        "shared bias) and beta reaches 1 at the run's own last frame; epsilon anneals from the first step (Mnih et",
+        "shared bias) and beta reaches 1 at the run's budget; epsilon anneals from the first step (Mnih et",
         "al. start after the 50K-step warm-up). "
         + (
             f"Smoke-scale overrides: `{'`, `'.join(overrides)}`."
@@ -159,9 +159,9 @@ def extended(rows: list[dict]) -> list[str]:
     )
     return [
         "",
-        f"Trained on to a larger budget (`--extend`, resumed from the last checkpoint): {trained} frames. Beta "
-        "anneals over a run's first budget and a resume keeps its value, so it stayed at 1 after that budget; "
-        "epsilon's schedule counts agent steps and is not affected.",
+        f"Trained on to a larger budget (resumed from the last checkpoint): {trained} frames. A resume with a "
+        "larger budget takes beta from its value then to 1 at the new budget (so it stays 1 in a run extended "
+        "after it finished); epsilon's schedule counts agent steps and is not affected.",
     ]
 
 

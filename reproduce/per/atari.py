@@ -65,20 +65,29 @@ def main(argv: list[str]) -> None:
     summaries_dir = out / "atari_runs"
     summaries_dir.mkdir(exist_ok=True)
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"per_atari_{FLAGS.profile}"
-    for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds):
-        for game in FLAGS.games:
-            for variant in FLAGS.variants:
-                name = _runs.job_name(game, variant, seed)
-                job_flags = _atari.job_flags(variant, game, frames, seed, overrides)
-                summary = summaries_dir / f"{name}.json"
-                if _runs.summary_kept(summary, FLAGS.fresh, job_flags, episodes, FLAGS.extend):
-                    continue
-                if FLAGS.extend and summary.exists():  # Not kept: a smaller budget, to train on.
-                    _runs.check_resumable(runs / name)
-                final = _runs.train("per.train", runs / name, job_flags, FLAGS.fresh, FLAGS.extend)
-                result = _runs.evaluate("per.evaluate", runs / name, episodes, seed + 1)
-                record = _atari.summarise(runs / name, game, variant, seed, final, result, overrides)
-                _runs.write_summary(summaries_dir, name, record, runs / name)
+    jobs = [
+        (game, variant, seed, _atari.job_flags(variant, game, frames, seed, overrides))
+        for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds)
+        for game in FLAGS.games
+        for variant in FLAGS.variants
+    ]
+    # Every job checked before any trains: a refusal comes now, not after hours of another job.
+    to_train = []
+    for game, variant, seed, job_flags in jobs:
+        name = _runs.job_name(game, variant, seed)
+        summary = summaries_dir / f"{name}.json"
+        if _runs.summary_kept(summary, FLAGS.fresh, job_flags, episodes, FLAGS.extend):
+            continue
+        if FLAGS.extend and summary.exists():  # Not kept: a smaller budget, to train on.
+            _runs.check_resumable(runs / name, summary)
+        if not FLAGS.fresh:
+            _runs.check_same_flags(runs / name, job_flags, FLAGS.extend)
+        to_train.append((name, game, variant, seed, job_flags))
+    for name, game, variant, seed, job_flags in to_train:
+        final = _runs.train("per.train", runs / name, job_flags, FLAGS.fresh, FLAGS.extend)
+        result = _runs.evaluate("per.evaluate", runs / name, episodes, seed + 1)
+        record = _atari.summarise(runs / name, game, variant, seed, final, result, overrides)
+        _runs.write_summary(summaries_dir, name, record, runs / name)
     print(_atari.write_study(out, _runs.load_summaries(summaries_dir), FLAGS.profile, start))
 
 
