@@ -675,10 +675,10 @@ STUDIES: tuple[Study, ...] = (
         "Prioritized replay",
         "Uniform against proportional (and rank-based) Double DQN on Atari beside PER Tables 6/7: ours from no-op "
         "starts, the paper's from human starts",
-        "`python -m reproduce.per.atari --profile full [--games G --variants V --frames N]`",
+        "`python -m reproduce.per.atari --profile full [--games G --variants V --frames N [--extend]]`",
         "`per/full/atari.{csv,md,png}`, one summary per run in `per/full/atari_runs/`",
-        f"reduced: {per_atari_study.FRAMES['full']:,} of the paper's 200M frames per run, 1 seed, no-op starts; "
-        "assembled across sessions",
+        f"reduced: {per_atari_study.FRAMES['full']:,} (the profile's; `--frames` sets another) of the paper's 200M "
+        "frames per run, 1 seed, no-op starts; assembled across sessions, runs trained on with `--extend`",
         "per/full/atari",
         per_atari,
         per_atari_pending,
