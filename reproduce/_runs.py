@@ -101,7 +101,7 @@ def recorded_flags(record: dict | None) -> list[str] | None:
     The flags it was first started with, but its last budget (`--frames`,
     as a whole number): an extended run's (`train`'s `extend`).
     """
-    segments = (record or {}).get("segments") or [record or {}]
+    segments = recorded_segments(record)
     started = command_flags(segments[0].get("command"))
     if started is None:
         return None
@@ -113,23 +113,32 @@ def budgets(record: dict | None) -> list[int]:
 
     A segment's own `total_frames` where recorded, else its command's `--frames`.
     """
-    segments = (record or {}).get("segments") or [record or {}]
+    segments = recorded_segments(record)
     found = (s.get("total_frames") or budget(command_flags(s.get("command")) or []) for s in segments)
     return list(dict.fromkeys(int(b) for b in found if b is not None))
+
+
+def recorded_segments(record: dict | None) -> list[dict]:
+    """A run provenance `record`'s segments (one per start); a record without them is its own one."""
+    return (record or {}).get("segments") or [record or {}]
 
 
 def command_flags(command: str | None) -> list[str] | None:
     """The flags of a recorded `python -m MODULE ...` command, as `--name=value`, without those that place the run."""
     if not command:
         return None
+    return [flag for flag in all_flags(command) if not flag.startswith(_PLACEMENT_FLAGS)]
+
+
+def all_flags(command: str) -> list[str]:
+    """Every flag of a recorded `python -m MODULE ...` command, as `--name=value` (or `--name` alone)."""
     flags, words = [], shlex.split(command)[3:]  # After "python -m MODULE".
     for i, word in enumerate(words):
         if not word.startswith("--"):
             continue  # The value of the flag before it, joined to it below.
         if "=" not in word and i + 1 < len(words) and not words[i + 1].startswith("--"):
             word = f"{word}={words[i + 1]}"  # "--name value", as absl also takes it.
-        if not word.startswith(_PLACEMENT_FLAGS):
-            flags.append(word)
+        flags.append(word)
     return flags
 
 
@@ -182,8 +191,7 @@ def retrain_hint(had: list[str], asks: list[str], extend: bool | None, fresh_kee
 
 def describe(run_dir: pathlib.Path) -> str:
     """ "run R (commit C, N frames)": which run, and the commits that trained it."""
-    recorded = run_provenance(run_dir) or {}
-    segments = recorded.get("segments") or [recorded]
+    segments = recorded_segments(run_provenance(run_dir))
     commits = list(dict.fromkeys(str(s.get("commit", "unknown"))[:10] for s in segments))
     dirty = ", a dirty tree" if any(s.get("dirty") for s in segments) else ""
     final = run_dir / "final.json"
@@ -245,14 +253,9 @@ def check_resumable(run_dir: pathlib.Path, summary: pathlib.Path) -> None:
 
 def trained_in(summary: pathlib.Path) -> str | None:
     """The run directory that the run of a job `summary` was first started in, if its record says."""
-    record = json.loads(summary.read_text()).get("run_provenance") or {}
-    words = shlex.split(((record.get("segments") or [record])[0]).get("command") or "")
-    for word, after in zip(words, [*words[1:], ""]):
-        if word.startswith("--run_dir="):
-            return word.split("=", 1)[1]
-        if word == "--run_dir":
-            return after or None
-    return None
+    command = recorded_segments(json.loads(summary.read_text()).get("run_provenance"))[0].get("command")
+    places = [f.split("=", 1)[1] for f in all_flags(command or "") if f.startswith("--run_dir=")]
+    return places[0] if places else None
 
 
 def job_name(game: str, variant: str, seed: int) -> str:
