@@ -77,6 +77,11 @@ EPISODES_CAPACITY = 10_000
 # Atari). Publishing every update would not be free: the MinAtar network's
 # 0.8 MB took 2.3 ms to publish here (a loaded machine), half an update.
 PARAMS_PERIOD = 100
+# Updates between the learner's looks at the table's insert count and the
+# finished games (one `server_info`, a gRPC call that cost 0.6 ms here, a
+# quarter of an update). Frames, epsilon and beta then advance in steps of
+# about 32 agent steps at PER's ratio, and a run may end that many late.
+COLLECT_PERIOD = 8
 # How long the learner's sample waits on the rate limiter (actors stalled, or
 # restarting) before the learner looks up, e.g. at a Ctrl-C, and tries again.
 SAMPLE_WAIT_MS = 2_000
@@ -330,18 +335,23 @@ class ApexAgent(PrioritizedDqn):
     """The loop's learner when actor processes act (Ape-X style): sample, update, write priorities, publish.
 
     Nothing here paces the actors: the replay's rate limiter holds the ratio
-    of samples to inserts, blocking whichever side runs ahead. Every step
-    reads the table's insert count (one `server_info`), which advances the
-    agent steps and the replay's insertion count, and takes the finished
-    games from the `episodes` queue; they are logged with the next step that
-    returns (a sample that timed out returns None, and keeps them).
+    of samples to inserts, blocking whichever side runs ahead. Every
+    `COLLECT_PERIOD` updates (every step while the replay fills) it reads the
+    table's insert count (one `server_info`), which advances the agent steps
+    and the replay's insertion count, and takes the finished games from the
+    `episodes` queue; they are logged with the next step that returns (a
+    sample that timed out returns None, and keeps them). The replay overlaps
+    its sampling and priority writes with the update (`PrioritizedReplay`'s
+    `overlap`).
     Transitions the actors insert between a checkpoint's two saves (the
     networks and counters, then Reverb's tables) are in the saved replay but
     in no count: a resumed run counts inserts from its table's count at start.
     """
 
     def __init__(self, config: PerConfig, client: reverb.Client, run_dir: pathlib.Path | None = None):
-        super().__init__(config, client, config.seed, run_dir, sole_writer=False, sample_timeout_ms=SAMPLE_WAIT_MS)
+        super().__init__(
+            config, client, config.seed, run_dir, sole_writer=False, sample_timeout_ms=SAMPLE_WAIT_MS, overlap=True
+        )
         space = self.observation_space
         self.replay.expect_transitions(np.zeros(space.shape, space.dtype))
         self._table_inserts = 0  # The rate limiter's insert count, as last read.
@@ -355,7 +365,8 @@ class ApexAgent(PrioritizedDqn):
         self._publish()
 
     def step(self) -> loop.Step | None:
-        self._collect()
+        if self._items < self.config.min_replay_size or self.learner.update_count % COLLECT_PERIOD == 0:
+            self._collect()
         if self.learner.agent_step_count - self._published_at >= PARAMS_PERIOD:
             self._publish()
         if self._items < self.config.min_replay_size:

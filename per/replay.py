@@ -36,9 +36,10 @@ full 10^6 replay: about 30 inserts in expectation).
 from __future__ import annotations
 
 import dataclasses
+import queue
 import sys
 import threading
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 import reverb
@@ -299,34 +300,80 @@ class TransitionWriter:
         return reference
 
 
-def _draw(sampler: Any, batch_size: int) -> list[list[np.ndarray]]:
-    """`batch_size` items, each [key, probability, table_size, priority, times_sampled, *its columns]."""
-    return [sampler.GetNextTrajectory() for _ in range(batch_size)]
+class _Drawn(NamedTuple):
+    """A drawn batch, decoded: what `PrioritizedReplay.sample` needs of Reverb's items."""
+
+    keys: np.ndarray  # [k] uint64.
+    probabilities: np.ndarray  # [k] P(i).
+    ids: np.ndarray  # [k] int64 insertion indices, or UNKNOWN_INSERTION.
+    data: list[np.ndarray]  # The stored fields, each [k, ...].
+    first: tuple[float, int, float]  # The first item's probability, table size and priority.
+
+
+def _draw(sampler: Any, batch_size: int, decode: Callable[[list[list[np.ndarray]]], _Drawn]) -> _Drawn:
+    """`batch_size` items (each [key, probability, table_size, priority, times_sampled, *its columns]), decoded."""
+    return decode([sampler.GetNextTrajectory() for _ in range(batch_size)])
 
 
 class _Draw:
-    """A batch drawn in a daemon thread, so that its caller can stop waiting for it."""
+    """A batch drawn and decoded in a daemon thread, so that its caller can stop waiting for it, or work meanwhile."""
 
-    def __init__(self, sampler: Any, batch_size: int):
+    def __init__(self, sampler: Any, batch_size: int, decode: Callable[[list[list[np.ndarray]]], _Drawn]):
         self._done = threading.Event()
-        self._items: list[list[np.ndarray]] | None = None
+        self._drawn: _Drawn | None = None
         self._error: Exception | None = None
-        threading.Thread(target=self._run, args=(sampler, batch_size), daemon=True).start()
+        threading.Thread(target=self._run, args=(sampler, batch_size, decode), daemon=True).start()
 
-    def _run(self, sampler: Any, batch_size: int) -> None:
+    def _run(self, sampler: Any, batch_size: int, decode: Callable[[list[list[np.ndarray]]], _Drawn]) -> None:
         try:
-            self._items = _draw(sampler, batch_size)
+            self._drawn = _draw(sampler, batch_size, decode)
         except Exception as error:  # Raised in the caller's thread, by `result`.
             self._error = error
         self._done.set()
 
-    def result(self, timeout_s: float) -> list[list[np.ndarray]] | None:
-        """The batch; None if it is not complete within `timeout_s`."""
+    def result(self, timeout_s: float | None) -> _Drawn | None:
+        """The batch; None if it is not complete within `timeout_s` (None: waits for it)."""
         if not self._done.wait(timeout_s):
             return None
         if self._error is not None:
             raise self._error
-        return self._items
+        return self._drawn
+
+
+class _PriorityWrites:
+    """`mutate_priorities` calls made in order by one daemon thread, so that their caller can learn meanwhile.
+
+    An error is raised in the caller's thread by the next `submit` or `wait`.
+    """
+
+    def __init__(self, client: reverb.Client, table_name: str):
+        self._client, self._table_name = client, table_name
+        self._queue: queue.Queue[dict[int, float]] = queue.Queue()
+        self._error: Exception | None = None
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            updates = self._queue.get()
+            try:
+                if self._error is None:
+                    self._client.mutate_priorities(self._table_name, updates=updates)
+            except Exception as error:  # Raised in the caller's thread.
+                self._error = error
+            self._queue.task_done()
+
+    def submit(self, updates: dict[int, float]) -> None:
+        self._raise()
+        self._queue.put(updates)
+
+    def wait(self) -> None:
+        """Returns once every submitted update is in the table."""
+        self._queue.join()
+        self._raise()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
 
 
 class PrioritizedReplay:
@@ -358,6 +405,15 @@ class PrioritizedReplay:
     back), so its caller can look up from a stalled replay. The batch goes on
     being drawn, in a daemon thread (Reverb's Python sampler has no timeout),
     and the next `sample` of that size takes it: no draw is lost.
+
+    With `overlap` (the Ape-X learner's), the replay's work moves off its
+    caller's path, as Acme's learners move it (a prefetching dataset, an
+    asynchronous priority updater): as a batch is taken, the next one is drawn and decoded in a daemon thread, and
+    `update`'s priorities are written in order by another. TF's update
+    releases the GIL, so both run while the caller learns. A sample may then
+    predate the last two batches' priority updates, not one; the rate limiter
+    counts up to two batches the learner has not taken; `flush` (before a
+    checkpoint) waits for every priority write.
     """
 
     def __init__(
@@ -372,13 +428,15 @@ class PrioritizedReplay:
         max_unseen: int = 0,
         sole_writer: bool = True,
         sample_timeout_ms: int = -1,
+        overlap: bool = False,
     ):
         self.client, self.config, self.table_name = client, config, table_name
         self.max_priority = 1.0  # Algorithm 1, line 2: p_1 = 1.
         self.min_priority = 1.0  # Lower bound on the live minimum, for global_min weights.
         self.inserted = 0
         self._updates, self._flush_every, self._max_unseen, self._unflushed = 0, flush_every, max_unseen, 0
-        self._sole_writer, self._sample_timeout_ms = sole_writer, sample_timeout_ms
+        self._sole_writer, self._sample_timeout_ms, self._overlap = sole_writer, sample_timeout_ms, overlap
+        self._priority_writes = _PriorityWrites(client, table_name) if overlap else None
         self._rank = RankTracker(config.alpha, config.capacity) if config.variant == "rank" else None
         self._writer = None  # `add`'s.
         self._transitions = TransitionWriter(client, table_name, frame_stack, chunk_length)
@@ -437,7 +495,9 @@ class PrioritizedReplay:
             self.flush()
 
     def flush(self) -> None:
-        """Makes every added item visible to samplers."""
+        """Makes every added item visible to samplers, and every priority update so far part of the table."""
+        if self._priority_writes is not None:
+            self._priority_writes.wait()
         if self._writer is not None:
             self._writer.flush()
         self._transitions.flush()
@@ -447,42 +507,50 @@ class PrioritizedReplay:
         """k items with P(i) and IS weights; None if the batch was not complete within `sample_timeout_ms`."""
         if batch_size not in self._samplers or self._unflushed > self._max_unseen:
             self.flush()
-        items = self._take(batch_size)
-        if items is None:
+        drawn = self._take(batch_size)
+        if drawn is None:
             return None
+        self._check_observations(drawn.data[0])
+        keys, ids = drawn.keys, drawn.ids
+        self._inserted_at = dict(zip(keys.tolist(), ids.tolist()))
+        for key in keys[ids == UNKNOWN_INSERTION].tolist():
+            self._inserted_at[key] = self._first_sampled(key)
+        probability, table_size, priority = drawn.first
+        weights = priorities.importance_weights(
+            drawn.probabilities, table_size, beta, self.config.weight_normalization,
+            self._min_probability(priority, probability, table_size),
+        )  # fmt: skip
+        return Batch(keys, drawn.data, drawn.probabilities, weights, table_size)
+
+    def _decode(self, items: list[list[np.ndarray]]) -> _Drawn:
+        """Reverb's items -> keys, P(i), insertion ids and the fields (pure: it may run in a draw's thread)."""
+        batch_size = len(items)
         _, probability, table_size, priority = items[0][:4]  # The first item's, as the IS weights take them.
         keys = np.fromiter((item[0] for item in items), np.uint64, batch_size)
         probabilities = np.fromiter((item[1] for item in items), np.float64, batch_size)
         columns = [item[SAMPLE_INFO:] for item in items]
         if self._writer is None:
             ids, data = self._transitions.unpack(columns)
-            self._check_observations(data[0])
         else:  # `add`'s items: every column has a leading step axis of 1.
             ids, *data = (np.stack(column)[:, 0] for column in zip(*columns))
-        self._inserted_at = dict(zip(keys.tolist(), ids.tolist()))
-        for key in keys[ids == UNKNOWN_INSERTION].tolist():
-            self._inserted_at[key] = self._first_sampled(key)
-        table_size = int(table_size)
-        weights = priorities.importance_weights(
-            probabilities, table_size, beta, self.config.weight_normalization,
-            self._min_probability(float(priority), float(probability), table_size),
-        )  # fmt: skip
-        return Batch(keys, data, probabilities, weights, table_size)
+        return _Drawn(keys, probabilities, ids, data, (float(probability), int(table_size), float(priority)))
 
-    def _take(self, batch_size: int) -> list[list[np.ndarray]] | None:
+    def _take(self, batch_size: int) -> _Drawn | None:
         """A batch from the sampler for `batch_size`; None if not complete within `sample_timeout_ms`."""
         if batch_size not in self._samplers:
             # The pybind sampler that Reverb's own `Client.sample` opens per call; kept open here. At most
             # `batch_size` items in flight: the next batch only.
             self._samplers[batch_size] = self.client._client.NewSampler(self.table_name, UNLIMITED, batch_size)
-        if self._sample_timeout_ms < 0:
-            return _draw(self._samplers[batch_size], batch_size)
+        if self._sample_timeout_ms < 0 and not self._overlap:
+            return _draw(self._samplers[batch_size], batch_size, self._decode)
         if batch_size not in self._draws:
-            self._draws[batch_size] = _Draw(self._samplers[batch_size], batch_size)
-        items = self._draws[batch_size].result(self._sample_timeout_ms / 1000)
-        if items is not None:
+            self._draws[batch_size] = _Draw(self._samplers[batch_size], batch_size, self._decode)
+        drawn = self._draws[batch_size].result(None if self._sample_timeout_ms < 0 else self._sample_timeout_ms / 1000)
+        if drawn is not None:
             del self._draws[batch_size]
-        return items
+            if self._overlap:  # The next batch is drawn while the caller learns from this one.
+                self._draws[batch_size] = _Draw(self._samplers[batch_size], batch_size, self._decode)
+        return drawn
 
     def _check_observations(self, observation: np.ndarray) -> None:
         """Sampled S_{j-1} against `expect_transitions`' (a table of another env's items, e.g. a checkpoint's)."""
@@ -550,14 +618,20 @@ class PrioritizedReplay:
             self.min_priority = min(self.min_priority, float(proportional.min()))
             new = proportional.tolist()
         updates = dict(zip(keys, new))  # A key sampled twice takes its last |delta|.
-        self.client.mutate_priorities(self.table_name, updates=updates)
+        self._mutate(updates)
         self._updates += len(updates)
         if self._rank and (self._updates >= self.config.rerank_interval or self._rank.is_stale()):
             self.rerank()
+
+    def _mutate(self, updates: dict[int, float]) -> None:
+        if self._priority_writes is None:
+            self.client.mutate_priorities(self.table_name, updates=updates)
+        else:
+            self._priority_writes.submit(updates)
 
     def rerank(self) -> None:
         """Rank-based: rewrites every known item's priority from an exact sort."""
         self._rank.forget_evicted(self.inserted)
         size = self.client.server_info()[self.table_name].current_size
-        self.client.mutate_priorities(self.table_name, updates=self._rank.rerank(size))
+        self._mutate(self._rank.rerank(size))
         self._updates = 0

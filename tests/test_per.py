@@ -2,6 +2,7 @@
 
 import dataclasses
 import random
+import time
 
 import numpy as np
 import pytest
@@ -90,9 +91,9 @@ def make_replay():
     """Builds (server, replay) pairs and closes the replay before its server stops."""
     made = []
 
-    def make(config):
+    def make(config, **options):
         server = reverb.Server([replay.table(config)])
-        made.append((server, replay.PrioritizedReplay(reverb.Client(f"localhost:{server.port}"), config)))
+        made.append((server, replay.PrioritizedReplay(reverb.Client(f"localhost:{server.port}"), config, **options)))
         return made[-1]
 
     yield make
@@ -190,11 +191,12 @@ def test_reverb_rank_based_sampling_follows_ranks_with_the_default_rerank_interv
     assert_frequencies_match(sample_counts(buffer, n), expected_probabilities(config, td))
 
 
-def test_a_sampler_kept_open_across_samples_draws_p_alpha(make_replay):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_sampler_kept_open_across_samples_draws_p_alpha(make_replay, overlap):
     """Many batches from one persistent sampler (the learner's use), not one large batch: still eq. 1."""
     n, batch_size = 12, 32
     config = replay.ReplayConfig(alpha=0.6, capacity=100)
-    server, buffer = make_replay(config)
+    server, buffer = make_replay(config, overlap=overlap)
     fill(buffer, n)
     td = np.random.default_rng(6).permutation(np.linspace(0.1, 3.0, n))
     buffer.update(keys_by_item(buffer, n), td)
@@ -216,11 +218,68 @@ def test_a_sample_predates_the_previous_batchs_update_by_at_most_one_batch(make_
         assert set(buffer.sample(batch_size, beta=0.0).data[0][:, 0].tolist()) == {0}
 
 
+def test_overlapped_a_sample_predates_the_last_two_batches_updates_at_most(make_replay):
+    """With `overlap` batch n+2 is drawn as batch n+1 is taken, and may miss batch n's update; n+3 sees it."""
+    n, batch_size = 8, 16
+    server, buffer = make_replay(replay.ReplayConfig(alpha=1.0, epsilon=0.0, capacity=100), overlap=True)
+    fill(buffer, n)
+    keys = keys_by_item(buffer, n)
+    buffer.sample(batch_size, beta=0.0)  # Batch n.
+    buffer.update(keys, np.eye(n)[0])  # Only item 0 keeps a priority: the others have P = 0.
+    for _ in range(2):  # Batches n+1 and n+2: drawn, or being drawn, before the update was written.
+        buffer.sample(batch_size, beta=0.0)
+    for _ in range(3):
+        assert set(buffer.sample(batch_size, beta=0.0).data[0][:, 0].tolist()) == {0}
+
+
 @pytest.mark.parametrize("variant", ["proportional", "rank"])
-def test_reverb_is_weights_follow_the_priorities_set(variant, make_replay):
+def test_overlapped_priority_writes_are_all_in_the_table_in_order_after_a_flush(variant, make_replay):
+    """A checkpoint flushes first: it must hold every priority `update` wrote, the last one per key."""
+    n = 12
+    config = dataclasses.replace(replay.PRESETS[variant], capacity=100)
+    server, buffer = make_replay(config, overlap=True)
+    fill(buffer, n)
+    keys = keys_by_item(buffer, n)
+    submitted, submit = [], buffer._priority_writes.submit
+    buffer._priority_writes.submit = lambda updates: submitted.append(dict(updates)) or submit(updates)
+
+    class SlowClient:  # Writes that lag well behind the caller, as on a busy machine.
+        def mutate_priorities(self, table, updates):
+            time.sleep(0.01)
+            buffer.client.mutate_priorities(table, updates=updates)
+
+    buffer._priority_writes._client = SlowClient()
+    rng = np.random.default_rng(7)
+    for _ in range(3):  # Every key written three times, each write queued behind the others.
+        for j in rng.permutation(n):
+            buffer.update(keys[j : j + 1], rng.uniform(0.1, 3.0, 1))
+    buffer.flush()
+    last = {}
+    for updates in submitted:
+        last.update(updates)
+    assert len(submitted) >= 3 * n and set(last) == set(keys.tolist())
+    assert server_priorities(buffer, n) == pytest.approx({j: last[int(keys[j])] for j in range(n)})
+
+
+def test_an_overlapped_priority_write_that_fails_is_raised_in_the_callers_thread():
+    class Failing:
+        def mutate_priorities(self, table, updates):
+            raise RuntimeError(f"{table} is gone")
+
+    writes = replay._PriorityWrites(Failing(), "replay")
+    writes.submit({1: 2.0})
+    with pytest.raises(RuntimeError, match="replay is gone"):
+        writes.wait()
+    with pytest.raises(RuntimeError, match="replay is gone"):
+        writes.submit({1: 3.0})
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+@pytest.mark.parametrize("variant", ["proportional", "rank"])
+def test_reverb_is_weights_follow_the_priorities_set(variant, make_replay, overlap):
     n, beta = 20, 0.6
     config = dataclasses.replace(replay.PRESETS[variant], capacity=100)
-    server, buffer = make_replay(config)
+    server, buffer = make_replay(config, overlap=overlap)
     fill(buffer, n)
     td = np.random.default_rng(3).permutation(np.linspace(0.0, 2.0, n))
     buffer.update(keys_by_item(buffer, n), td)

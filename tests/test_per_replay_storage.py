@@ -240,9 +240,9 @@ def test_chunks_shrink_to_what_the_rate_limiter_tolerates_and_the_loop_runs(min_
 def make_replay(servers):
     """(None, replay) of single-observation transitions [i] -> [i + 1]: batch.data[0][:, 0] is the item."""
 
-    def make(config):
+    def make(config, **options):
         client, replays = servers(config)
-        replays.append(replay.PrioritizedReplay(client, config, flush_every=4, chunk_length=4))
+        replays.append(replay.PrioritizedReplay(client, config, flush_every=4, chunk_length=4, **options))
         return None, replays[-1]
 
     return make
@@ -260,7 +260,11 @@ REUSED = [
     (test_per.test_reverb_proportional_sampling_matches_p_alpha, {"alpha": 0.6}),
     (test_per.test_reverb_rank_based_sampling_matches_rank_power_law, {"alpha": 0.7}),
     (test_per.test_reverb_rank_based_sampling_follows_ranks_with_the_default_rerank_interval, {}),
-    *((test_per.test_reverb_is_weights_follow_the_priorities_set, {"variant": v}) for v in ("proportional", "rank")),
+    *(
+        (test_per.test_reverb_is_weights_follow_the_priorities_set, {"variant": v, "overlap": o})
+        for v in ("proportional", "rank")
+        for o in (False, True)  # True: drawn and decoded in a thread.
+    ),
     *((test_per.test_global_min_weights_match_a_float64_computation, {"variant": v}) for v in ("proportional", "rank")),
     (test_per.test_zero_td_errors_give_finite_weights, {"variant": "rank", "normalization": "global_min"}),
 ]
