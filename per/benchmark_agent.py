@@ -1,8 +1,12 @@
 """Benchmark: the prioritized Double DQN agent's throughput, in one process and with an actor process.
 
     python -m per.benchmark_agent [--env minatar:breakout] [--seconds 15] [--warmup_s 5] [--envs_per_actor 1,4]
+                                  [--repeats 3]
 
-Measured in one run, each row in a fresh (spawned) process, one after the other:
+Measured in one run of `--repeats` rounds, each row in a fresh (spawned)
+process, one after the other; the report gives each rate's median over the
+rounds and its range (a short row's rate moved by 20-30% between runs on
+this shared machine):
 
 1. `env`: the raw env rate, the preset's batched env stepped with uniform
    random actions (no network, no replay), in agent steps/s;
@@ -32,8 +36,9 @@ Reported: rank-based's cost over proportional (agent steps/s; target <= 5%),
 and each end-to-end rate against 1/(1/env + 1/(learner x update_period)), the
 rate of acting then learning with nothing else (target >= 80%).
 
-Results: stdout and results/per/benchmarks/agent.{csv,md}, provenance beside
-them (other envs: agent_<family>_<game>.*).
+Results: stdout and results/per/benchmarks/agent.{csv,md} (the medians),
+agent_runs.csv (every round's rows), provenance beside them (other envs:
+agent_<family>_<game>.*).
 """
 
 from __future__ import annotations
@@ -65,10 +70,13 @@ flags.DEFINE_float("seconds", 15, "Timed seconds of each end-to-end row, after t
 flags.DEFINE_float("warmup_s", 5, "Seconds each end-to-end row learns before its timed window.")
 flags.DEFINE_float("alone_s", 5, "Timed seconds of the env and learner rows.")
 flags.DEFINE_integer("min_replay_size", 2_000, "Transitions before learning starts (the fill before the warm-up).")
+flags.DEFINE_integer("repeats", 3, "Rounds of every row; the report gives each rate's median and range.")
 flags.DEFINE_list("envs_per_actor", None, "End-to-end rows at these envs per actor, e.g. 1,4 (default the preset's).")
 FLAGS = flags.FLAGS
 
 VARIANTS = {"uniform": "ddqn", "rank": "ddqn_rank", "proportional": "ddqn_prop"}
+COLUMNS = ("measurement", "replay", "actors", "envs_per_actor")
+RATES = ("agent_steps_per_s", "updates_per_s", "bytes_per_transition", "rank_tracker_bytes_per_item")
 RANK_OVERHEAD_TARGET = 0.05
 BOUND_TARGET = 0.80
 
@@ -189,30 +197,58 @@ def in_fresh_process(measure, *args) -> dict:
 
 
 def measure_all(
-    env: str, min_replay_size: int, seconds: float, warmup_s: float, alone_s: float, envs_per_actor: list[int]
+    env: str,
+    min_replay_size: int,
+    seconds: float,
+    warmup_s: float,
+    alone_s: float,
+    envs_per_actor: list[int],
+    repeats: int,
 ) -> list[dict]:
+    """Every row `repeats` times, one round of all of them after another, so that a slow spell hits every row alike."""
     base = benchmark_config(env, "proportional", min_replay_size)
-    rows = [
-        {"measurement": "env", **in_fresh_process(env_rate, base, alone_s)},
-        {"measurement": "learner", **in_fresh_process(learner_rate, base, alone_s)},
-    ]
-    rows[1]["agent_steps_per_s"] = rows[1]["updates_per_s"] * base.update_period
-    for n, actors, variant in itertools.product(envs_per_actor, (0, 1), VARIANTS):
-        config = dataclasses.replace(benchmark_config(env, variant, min_replay_size, n), num_actors=actors)
-        row = in_fresh_process(end_to_end, config, warmup_s, seconds)
-        rows.append({"measurement": "end_to_end", "replay": variant, "actors": actors, "envs_per_actor": n, **row})
-        print(f"{variant}, {actors} actor(s), {n} env(s): {row['agent_steps_per_s']:.0f} agent steps/s", flush=True)
-    bound = 1 / (1 / rows[0]["agent_steps_per_s"] + 1 / rows[1]["agent_steps_per_s"])
-    columns = (
-        "measurement", "replay", "actors", "envs_per_actor", "agent_steps_per_s", "updates_per_s",
-        "bytes_per_transition", "rank_tracker_bytes_per_item",
-    )  # fmt: skip
-    table = []
+    rows = []
+    for run in range(repeats):
+        rows.append({"measurement": "env", "run": run, **in_fresh_process(env_rate, base, alone_s)})
+        learner = in_fresh_process(learner_rate, base, alone_s)
+        learner["agent_steps_per_s"] = learner["updates_per_s"] * base.update_period
+        rows.append({"measurement": "learner", "run": run, **learner})
+        for n, actors, variant in itertools.product(envs_per_actor, (0, 1), VARIANTS):
+            config = dataclasses.replace(benchmark_config(env, variant, min_replay_size, n), num_actors=actors)
+            row = in_fresh_process(end_to_end, config, warmup_s, seconds)
+            rows.append(
+                {"measurement": "end_to_end", "run": run, "replay": variant, "actors": actors, "envs_per_actor": n,
+                 **row}
+            )  # fmt: skip
+            print(f"run {run}: {variant}, {actors} actor(s), {n} env(s): {row['agent_steps_per_s']:.0f} agent steps/s",
+                  flush=True)  # fmt: skip
+    return rows
+
+
+def medians(runs: list[dict]) -> list[dict]:
+    """One row per measurement and layout: each rate's median over the runs, agent steps/s' range beside it.
+
+    `of_bound` is the median end-to-end rate against the bound from the
+    median env and learner rates.
+    """
+    key = lambda r: (r["measurement"], r.get("replay", ""), r.get("actors", ""), r.get("envs_per_actor", ""))  # noqa: E731
+    groups: dict[tuple, list[dict]] = {}
+    for row in runs:
+        groups.setdefault(key(row), []).append(row)
+    rows = []
+    for group in groups.values():
+        row = {name: group[0].get(name, "") for name in COLUMNS}
+        for name in RATES:
+            if name in group[0]:
+                row[name] = float(np.median([r[name] for r in group]))
+        rates = [r["agent_steps_per_s"] for r in group]
+        row["agent_steps_per_s_min"], row["agent_steps_per_s_max"], row["runs"] = min(rates), max(rates), len(group)
+        rows.append(row)
+    env, learner = rows[0], rows[1]
+    bound = 1 / (1 / env["agent_steps_per_s"] + 1 / learner["agent_steps_per_s"])
     for row in rows:
-        full = {name: row.get(name, "") for name in columns}
-        full["of_bound"] = row["agent_steps_per_s"] / bound if row["measurement"] == "end_to_end" else ""
-        table.append({k: round(v, 3) if isinstance(v, float) else v for k, v in full.items()})
-    return table
+        row["of_bound"] = row["agent_steps_per_s"] / bound if row["measurement"] == "end_to_end" else ""
+    return [{k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()} for row in rows]
 
 
 def rank_overhead(rows: list[dict], actors: int, envs_per_actor: int) -> float:
@@ -225,14 +261,25 @@ def rank_overhead(rows: list[dict], actors: int, envs_per_actor: int) -> float:
     return 1 - rate["rank"] / rate["proportional"]
 
 
+def rate_range(row: dict) -> str:
+    """`lo–hi` agent steps/s over the runs, when there were several."""
+    if row.get("runs", 1) < 2:
+        return ""
+    return f"{row['agent_steps_per_s_min']:,.0f}–{row['agent_steps_per_s_max']:,.0f}"
+
+
 def markdown(rows: list[dict], config: PerConfig, seconds: float, load: tuple, wall_time_s: float, stem: str) -> str:
+    """The report from `medians`' rows (env, learner, then the end-to-end rows)."""
     env, learner, *ends = rows
+    runs = env.get("runs", 1)
     bound = 1 / (1 / env["agent_steps_per_s"] + 1 / learner["agent_steps_per_s"])
     machine = provenance.machine()
     lines = [
         f"# PER agent throughput ({config.env}, benchmark scale, {machine['cores']} CPU cores)",
         "",
-        f"Produced by `python -m per.benchmark_agent` (see its docstring and `{stem}.provenance.json`), in one run.",
+        f"Produced by `python -m per.benchmark_agent` (see its docstring and `{stem}.provenance.json`), in one run",
+        f"of {runs} round(s), each row in a fresh process; each rate is the median over the rounds, `range`",
+        "its spread (every round's rows: the `_runs.csv` beside this).",
         f"Load average (1 min) at start {load[0]:.1f}, at end {load[1]:.1f}: the machine was shared with other",
         "work, so absolute rates are this machine's at that time.",
         f"Presets: `{config.env.split(':')[0]}_ddqn*` at epsilon {config.epsilon_end} (fixed), "
@@ -246,19 +293,19 @@ def markdown(rows: list[dict], config: PerConfig, seconds: float, load: tuple, w
         "measures the server alone. `tracker B/item`: the rank tracker's Python memory per item it knows,",
         "which a rank-based replay adds to the server's bytes (x 10^6 for a full Atari replay).",
         "",
-        f"- env alone (uniform random actions): {env['agent_steps_per_s']:,.0f} agent steps/s",
+        f"- env alone (uniform random actions): {env['agent_steps_per_s']:,.0f} agent steps/s {rate_range(env)}",
         f"- learner update alone: {learner['updates_per_s']:,.1f} updates/s = {learner['agent_steps_per_s']:,.0f} "
-        f"agent steps/s at {config.update_period} agent steps per update",
+        f"agent steps/s at {config.update_period} agent steps per update {rate_range(learner)}",
         f"- bound 1/(1/env + 1/learner): {bound:,.0f} agent steps/s",
         "",
-        "| replay | actor processes | envs/actor | agent steps/s | updates/s | bytes/transition | tracker B/item "
-        "| of bound |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| replay | actor processes | envs/actor | agent steps/s | range | updates/s | bytes/transition "
+        "| tracker B/item | of bound |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in ends:
         lines.append(
             f"| {r['replay']} | {r['actors']} | {r['envs_per_actor']} | {r['agent_steps_per_s']:,.0f} "
-            f"| {r['updates_per_s']:,.1f} "
+            f"| {rate_range(r)} | {r['updates_per_s']:,.1f} "
             f"| {r['bytes_per_transition']:,.0f} | {r['rank_tracker_bytes_per_item']:,.0f} | {r['of_bound']:.0%} |"
         )
     lines.append("")
@@ -304,14 +351,17 @@ def envs_counts(config: PerConfig) -> list[int]:
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise UsageError(f"unexpected arguments {argv[1:]}; flags only (see --help)")
-    for name in ("seconds", "warmup_s", "alone_s"):
+    for name in ("seconds", "warmup_s", "alone_s", "repeats"):
         if not FLAGS[name].value > 0:
             raise UsageError(f"--{name}={FLAGS[name].value}: must be > 0")
     config = benchmark_config(FLAGS.env, "proportional", FLAGS.min_replay_size)
     agent.validate(config)
     counts = envs_counts(config)
     start, load = time.time(), [os.getloadavg()[0]]
-    rows = measure_all(FLAGS.env, FLAGS.min_replay_size, FLAGS.seconds, FLAGS.warmup_s, FLAGS.alone_s, counts)
+    runs = measure_all(
+        FLAGS.env, FLAGS.min_replay_size, FLAGS.seconds, FLAGS.warmup_s, FLAGS.alone_s, counts, FLAGS.repeats
+    )
+    rows = medians(runs)
     wall_time, load = time.time() - start, (load[0], os.getloadavg()[0])
     family, game = envs.parse(FLAGS.env)
     stem = "agent" if FLAGS.env == "minatar:breakout" else f"agent_{family}_{game}"
@@ -321,12 +371,14 @@ def main(argv: list[str]) -> None:
     print(report)
     out = output_dir("per", "benchmarks")
     write_csv(out / f"{stem}.csv", rows)
+    write_csv(out / f"{stem}_runs.csv", [{k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}
+                                          for r in runs])  # fmt: skip
     (out / f"{stem}.md").write_text(report)
     provenance.write(
         out, f"{stem}.provenance.json", seeds=[config.seed], frames=None, wall_time_s=wall_time, scale="benchmark",
         config={"env": FLAGS.env, "seconds": FLAGS.seconds, "warmup_s": FLAGS.warmup_s, "alone_s": FLAGS.alone_s,
                 "min_replay_size": FLAGS.min_replay_size, "epsilon": config.epsilon_end,
-                "params_period": agent.PARAMS_PERIOD, "envs_per_actor": counts},
+                "params_period": agent.PARAMS_PERIOD, "envs_per_actor": counts, "repeats": FLAGS.repeats},
         extra={"load_average_1min": {"start": load[0], "end": load[1]}},
     )  # fmt: skip
 

@@ -185,10 +185,37 @@ def test_the_agent_benchmark_reports_each_envs_count_apart():
     result = run(sys.executable, "-c", BENCHMARK_REPORT)
     assert result.returncode == 0, result.stderr
     report = result.stdout
-    assert "| rank | 1 | 4 | 2,166 | 541.5 | 1,000 | 0 | 433% |" in report  # 285 x 4 envs x 2 processes x 0.95.
+    assert "| rank | 1 | 4 | 2,166 |  | 541.5 | 1,000 | 0 | 433% |" in report  # 285 x 4 envs x 2 processes x 0.95.
     for n, cost in ((1, "5.0%"), (4, "9.8%")):
         assert f"- 0 actor process(es), {n} env(s) per actor: rank-based costs {cost} of proportional's" in report
         assert f"- uniform, {n} env(s) per actor: one actor process runs 2.00x the single process's" in report
+
+
+def test_the_agent_benchmark_reports_each_rates_median_over_the_rounds_and_its_range():
+    from per import benchmark_agent as b
+
+    runs = []
+    for run, (env, learner, end) in enumerate(
+        [(1000.0, 1000.0, 300.0), (3000.0, 600.0, 100.0), (2000.0, 500.0, 200.0)]
+    ):
+        runs += [
+            {"measurement": "env", "run": run, "agent_steps_per_s": env},
+            {"measurement": "learner", "run": run, "updates_per_s": learner / 4, "agent_steps_per_s": learner},
+            {"measurement": "end_to_end", "run": run, "replay": "uniform", "actors": 1, "envs_per_actor": 4,
+             "agent_steps_per_s": end, "updates_per_s": end / 4, "bytes_per_transition": 1000.0 + run,
+             "rank_tracker_bytes_per_item": 0.0},
+        ]  # fmt: skip
+    env, learner, end = b.medians(runs)
+    assert (env["agent_steps_per_s"], learner["agent_steps_per_s"], learner["updates_per_s"]) == (2000, 600, 150)
+    assert (end["agent_steps_per_s"], end["updates_per_s"], end["bytes_per_transition"], end["runs"]) == (
+        200,
+        50,
+        1001,
+        3,
+    )
+    assert (end["agent_steps_per_s_min"], end["agent_steps_per_s_max"]) == (100, 300)
+    assert end["of_bound"] == pytest.approx(200 / (1 / (1 / 2000 + 1 / 600)), abs=1e-3)  # The medians' bound.
+    assert b.rate_range(end) == "100–300" and b.rate_range({"agent_steps_per_s": 1.0}) == ""
 
 
 def test_an_empty_output_directory_is_refused_not_the_default():
