@@ -24,10 +24,11 @@ this shared machine):
    the rank tracker are in it; rough, over a short window), and the rank
    tracker's own Python memory per item it knows (`RankTracker.bytes_per_item`).
 
-`--envs_per_actor 1,4` repeats the end-to-end rows with each actor (or the
-learner acting itself) stepping that many envs together: one forward pass
-per N agent steps, the lever against the policy's per-call cost at batch 1.
-The env and learner rows stay at the preset's envs per actor.
+`--envs_per_actor` (default: the preset's, and 4) repeats the end-to-end rows
+with each actor (or the learner acting itself) stepping that many envs
+together: one forward pass per N agent steps, the lever against the policy's
+per-call cost at batch 1. The env and learner rows stay at the preset's envs
+per actor. Results named by the flag's counts when it is given.
 
 Acting uses a fixed epsilon, the preset's final one, so the network picks most
 actions as it does for most of training (at epsilon 1 it is never called).
@@ -38,7 +39,7 @@ rate of acting then learning with nothing else (target >= 80%).
 
 Results: stdout and results/per/benchmarks/agent.{csv,md} (the medians),
 agent_runs.csv (every round's rows), provenance beside them (other envs:
-agent_<family>_<game>.*).
+agent_<family>_<game>.*; given counts: agent_envs_1_4.*).
 """
 
 from __future__ import annotations
@@ -71,7 +72,9 @@ flags.DEFINE_float("warmup_s", 5, "Seconds each end-to-end row learns before its
 flags.DEFINE_float("alone_s", 5, "Timed seconds of the env and learner rows.")
 flags.DEFINE_integer("min_replay_size", 2_000, "Transitions before learning starts (the fill before the warm-up).")
 flags.DEFINE_integer("repeats", 3, "Rounds of every row; the report gives each rate's median and range.")
-flags.DEFINE_list("envs_per_actor", None, "End-to-end rows at these envs per actor, e.g. 1,4 (default the preset's).")
+flags.DEFINE_list(
+    "envs_per_actor", None, "End-to-end rows at these envs per actor, e.g. 1,4 (default: the preset's, and 4)."
+)
 FLAGS = flags.FLAGS
 
 VARIANTS = {"uniform": "ddqn", "rank": "ddqn_rank", "proportional": "ddqn_prop"}
@@ -239,8 +242,7 @@ def medians(runs: list[dict]) -> list[dict]:
     for group in groups.values():
         row = {name: group[0].get(name, "") for name in COLUMNS}
         for name in RATES:
-            if name in group[0]:
-                row[name] = float(np.median([r[name] for r in group]))
+            row[name] = float(np.median([r[name] for r in group])) if name in group[0] else ""
         rates = [r["agent_steps_per_s"] for r in group]
         row["agent_steps_per_s_min"], row["agent_steps_per_s_max"], row["runs"] = min(rates), max(rates), len(group)
         rows.append(row)
@@ -249,6 +251,12 @@ def medians(runs: list[dict]) -> list[dict]:
     for row in rows:
         row["of_bound"] = row["agent_steps_per_s"] / bound if row["measurement"] == "end_to_end" else ""
     return [{k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()} for row in rows]
+
+
+def run_rows(runs: list[dict]) -> list[dict]:
+    """Every round's rows with the same columns (a CSV's), "" where a measurement has no such rate."""
+    columns = ("run", *COLUMNS, *RATES)
+    return [{name: round(v, 3) if isinstance(v := row.get(name, ""), float) else v for name in columns} for row in runs]
 
 
 def rank_overhead(rows: list[dict], actors: int, envs_per_actor: int) -> float:
@@ -336,7 +344,7 @@ def envs_label(n: int, counts: list[int]) -> str:
 
 def envs_counts(config: PerConfig) -> list[int]:
     """`--envs_per_actor` as numbers (default the preset's), each checked against the preset's update period."""
-    given = FLAGS.envs_per_actor if FLAGS["envs_per_actor"].present else [str(config.envs_per_actor)]
+    given = FLAGS.envs_per_actor if FLAGS["envs_per_actor"].present else [str(config.envs_per_actor), "4"]
     if not given:
         raise UsageError("--envs_per_actor= names no count; expected positive integers, e.g. 1,4")
     counts = []
@@ -365,14 +373,13 @@ def main(argv: list[str]) -> None:
     wall_time, load = time.time() - start, (load[0], os.getloadavg()[0])
     family, game = envs.parse(FLAGS.env)
     stem = "agent" if FLAGS.env == "minatar:breakout" else f"agent_{family}_{game}"
-    if counts != [config.envs_per_actor]:
+    if FLAGS["envs_per_actor"].present:
         stem += "_envs_" + "_".join(map(str, counts))
     report = markdown(rows, config, FLAGS.seconds, load, wall_time, stem)
     print(report)
     out = output_dir("per", "benchmarks")
     write_csv(out / f"{stem}.csv", rows)
-    write_csv(out / f"{stem}_runs.csv", [{k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}
-                                          for r in runs])  # fmt: skip
+    write_csv(out / f"{stem}_runs.csv", run_rows(runs))
     (out / f"{stem}.md").write_text(report)
     provenance.write(
         out, f"{stem}.provenance.json", seeds=[config.seed], frames=None, wall_time_s=wall_time, scale="benchmark",

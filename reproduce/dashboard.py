@@ -341,23 +341,33 @@ def per_agent_benchmark(base: pathlib.Path) -> Cells:
     text = read_md(base)
     parts = [
         f"end to end up to {float(best['agent_steps_per_s']):,.0f} agent steps/s ({best['replay']}, "
-        f"{processes(best['actors'])}), {min(of_bound):.0%}–{max(of_bound):.0%} of the env+learner bound"
+        f"{processes(best['actors'])}{envs_each(best)}), {min(of_bound):.0%}–{max(of_bound):.0%} of the "
+        "env+learner bound"
     ]
     bound_target = re.search(r"\(target >= (\d+)%\)", text)
     if bound_target:
         met = max(of_bound) >= int(bound_target.group(1)) / 100
         parts[0] += f" (target ≥ {bound_target.group(1)}%: {'met' if met else 'missed'})"
     costs = re.findall(
-        r"- (\d+) actor process\(es\): rank-based costs (-?[\d.]+%) of proportional's agent steps/s "
+        r"- (\d+) actor process\(es\)(?:, (\d+) env\(s\) per actor)?: rank-based costs (-?[\d.]+%) of "
+        r"proportional's agent steps/s "
         r"\((meets|misses) the <= (\d+%) target\)",
         text,
     )
     if costs:
         parts.append(
             "rank-based's cost in agent steps/s over proportional: "
-            + ", ".join(f"{cost} with {processes(n)} ({verdict} ≤ {target})" for n, cost, verdict, target in costs)
+            + ", ".join(
+                f"{cost} with {processes(n)}{f' at {envs} envs each' if envs else ''} ({verdict} ≤ {target})"
+                for n, envs, cost, verdict, target in costs
+            )
         )
     return Cells("; ".join(parts))
+
+
+def envs_each(row: dict) -> str:
+    """`, N envs each` for a benchmark row that names its envs per actor."""
+    return f", {row['envs_per_actor']} env(s) each" if row.get("envs_per_actor") else ""
 
 
 def processes(count: str) -> str:

@@ -191,7 +191,10 @@ def test_the_agent_benchmark_reports_each_envs_count_apart():
         assert f"- uniform, {n} env(s) per actor: one actor process runs 2.00x the single process's" in report
 
 
-def test_the_agent_benchmark_reports_each_rates_median_over_the_rounds_and_its_range():
+def test_the_agent_benchmark_reports_each_rates_median_over_the_rounds_and_its_range(tmp_path):
+    import csv
+
+    from common.results import write_csv
     from per import benchmark_agent as b
 
     runs = []
@@ -216,6 +219,9 @@ def test_the_agent_benchmark_reports_each_rates_median_over_the_rounds_and_its_r
     assert (end["agent_steps_per_s_min"], end["agent_steps_per_s_max"]) == (100, 300)
     assert end["of_bound"] == pytest.approx(200 / (1 / (1 / 2000 + 1 / 600)), abs=1e-3)  # The medians' bound.
     assert b.rate_range(end) == "100–300" and b.rate_range({"agent_steps_per_s": 1.0}) == ""
+    for rows, name in ((b.medians(runs), "medians.csv"), (b.run_rows(runs), "runs.csv")):  # Same columns in each row.
+        write_csv(tmp_path / name, rows)
+        assert len(list(csv.DictReader(open(tmp_path / name)))) == len(rows)
 
 
 def test_an_empty_output_directory_is_refused_not_the_default():
