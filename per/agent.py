@@ -16,7 +16,10 @@ a sampler that runs ahead of the inserts and an inserter that runs ahead of
 the samples. Here the learner acts itself, so its schedule of `update_period`
 inserts per batch of `batch_size` samples is the limiter's ratio, and the
 limiter only has to tolerate one batch of drift (`validate` checks it can);
-with actors in other processes the limiter alone sets the pace.
+with actors in other processes the limiter alone sets the pace. Where the
+limiter tolerates two batches and a chunk per env (every preset does), the
+learner that acts itself also draws its next batch while it
+learns from this one (`overlaps_acting`), as the Ape-X learner always does.
 
 With `num_actors` > 0 (Ape-X style, Horgan et al. 2018) step 1 moves to
 actor processes (`run_actor`, `per.actor.ApexActor`) and `ApexAgent` is the
@@ -112,13 +115,28 @@ def rate_limiter_tolerance(config: PerConfig) -> float:
     return (info.max_diff - info.min_diff) / 2
 
 
+def overlaps_acting(config: PerConfig) -> bool:
+    """Whether the learner that acts itself draws its next batch while it learns (`PrioritizedReplay`'s overlap).
+
+    Its sampler then holds two batches it has not learned from (the one
+    drawn, and Reverb's next in flight), beside a full chunk of every env's
+    transitions unflushed: the rate limiter must tolerate that much drift, or
+    a draw could wait on inserts that only the waiting loop makes. A replay
+    whose limiter is too tight (a small `min_replay_size`) samples in turn.
+    """
+    drift = 2 * config.batch_size + CHUNK_LENGTH * config.envs_per_actor * config.samples_per_insert
+    return not config.num_actors and rate_limiter_tolerance(config) >= drift
+
+
 def unseen_tolerance(config: PerConfig) -> int:
     """Transitions the sampler may miss (written, not flushed) without the rate limiter blocking the loop.
 
-    Beyond the batch of drift the synchronous loop needs (`validate`), each
-    unflushed transition holds back `samples_per_insert` samples.
+    Beyond the batches of drift the synchronous loop needs (one, `validate`;
+    two when it overlaps, `overlaps_acting`), each unflushed transition holds
+    back `samples_per_insert` samples.
     """
-    return int((rate_limiter_tolerance(config) - config.batch_size) // config.samples_per_insert)
+    ahead = 2 if overlaps_acting(config) else 1
+    return int((rate_limiter_tolerance(config) - ahead * config.batch_size) // config.samples_per_insert)
 
 
 def chunk_length(config: PerConfig) -> int:
@@ -134,7 +152,7 @@ def frame_stack(config: PerConfig) -> int:
 def make_replay(config: PerConfig, client: reverb.Client, **options) -> PrioritizedReplay:
     """The agent's replay client: frames stored once, flushed every chunk of every env stream.
 
-    `options`: `PrioritizedReplay`'s `sole_writer` and `sample_timeout_ms`.
+    `options`: `PrioritizedReplay`'s `sole_writer`, `sample_timeout_ms` and `overlap`.
     """
     length = chunk_length(config)
     return PrioritizedReplay(
@@ -299,7 +317,7 @@ class DqnAgent(PrioritizedDqn):
         self, config: PerConfig, client: reverb.Client, seed: int | None = None, run_dir: pathlib.Path | None = None
     ):
         seed = config.seed if seed is None else seed
-        super().__init__(config, client, seed, run_dir)
+        super().__init__(config, client, seed, run_dir, overlap=overlaps_acting(config))
         env = envs.make_batched(config.env, config.envs_per_actor, seed=seed, **dict(config.env_options))
         self.actor = Actor(self.learner.network, env, seed)
 

@@ -47,7 +47,9 @@ def test_learns_catch_and_evaluates_at_eval_epsilon(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     final = json.loads((run_dir / "final.json").read_text())
     assert final["frames"] >= 10_000
-    assert final["mean_return_last_100"] >= 0.8  # Random play scores about -0.6; epsilon ends at 0.05.
+    # Random play scores about -0.6; epsilon ends at 0.05. Reverb's sampler takes no seed, and the learner
+    # draws its next batch while it learns, so runs differ: 0.78-0.92 in 9 runs of this seed (session 22).
+    assert final["mean_return_last_100"] >= 0.7
     header, *rows = (run_dir / "episodes.csv").read_text().splitlines()
     assert header == "frames,episode_return,episode_length,wall_time" and len(rows) > 1000
     assert list((run_dir / "tb").iterdir()) and list((run_dir / "replay").iterdir())
