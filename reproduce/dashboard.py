@@ -662,6 +662,15 @@ STUDIES: tuple[Study, ...] = (
     ),
     Study(
         "Prioritized replay",
+        "The same on Atari Pong (the Nature network's update dominates)",
+        "`python -m per.benchmark_agent --env atari:pong`",
+        "`per/benchmarks/agent_atari_pong.{csv,md}`",
+        "benchmark",
+        "per/benchmarks/agent_atari_pong",
+        per_agent_benchmark,
+    ),
+    Study(
+        "Prioritized replay",
         "Uniform, rank-based and proportional Double DQN on the 5 MinAtar games beside Young & Tian's DQN "
         "(PER Fig. 4/7 analogue; App. Fig. 10 from the same runs)",
         "`python -m reproduce.per.minatar --profile full [--games G --variants V]`",
