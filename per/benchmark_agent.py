@@ -234,10 +234,9 @@ def medians(runs: list[dict]) -> list[dict]:
     `of_bound` is the median end-to-end rate against the bound from the
     median env and learner rates.
     """
-    key = lambda r: (r["measurement"], r.get("replay", ""), r.get("actors", ""), r.get("envs_per_actor", ""))  # noqa: E731
     groups: dict[tuple, list[dict]] = {}
     for row in runs:
-        groups.setdefault(key(row), []).append(row)
+        groups.setdefault(tuple(row.get(name, "") for name in COLUMNS), []).append(row)
     rows = []
     for group in groups.values():
         row = {name: group[0].get(name, "") for name in COLUMNS}
