@@ -406,14 +406,16 @@ class PrioritizedReplay:
     being drawn, in a daemon thread (Reverb's Python sampler has no timeout),
     and the next `sample` of that size takes it: no draw is lost.
 
-    With `overlap` (the Ape-X learner's), the replay's work moves off its
+    With `overlap` (both agents' learners; `per.agent.overlaps_acting` says
+    when the one that acts itself may), the replay's work moves off its
     caller's path, as Acme's learners move it (a prefetching dataset, an
-    asynchronous priority updater): as a batch is taken, the next one is drawn and decoded in a daemon thread, and
-    `update`'s priorities are written in order by another. TF's update
-    releases the GIL, so both run while the caller learns. A sample may then
-    predate the last two batches' priority updates, not one; the rate limiter
-    counts up to two batches the learner has not taken; `flush` (before a
-    checkpoint) waits for every priority write.
+    asynchronous priority updater): as a batch is taken, the next one is drawn
+    and decoded in a daemon thread, and `update`'s priorities are written in
+    order by another. TF's update releases the GIL, so both run while the
+    caller learns. A sample may then predate the last two batches' priority
+    updates, not one; the rate limiter counts up to two batches the learner
+    has not taken; `flush` (before a checkpoint) waits for every priority
+    write.
     """
 
     def __init__(
