@@ -40,6 +40,15 @@ def test_the_fig12_arms_are_what_per_compares():
     assert (rank.beta0, rank.beta_final) == (0.5, 1.0)
 
 
+def test_the_every_step_arm_is_young_and_tians_ratio():
+    """One update per agent step (32 samples per insert) and a target copy every 1,000 frames, as Y&T's DQN."""
+    every_step, uniform = resolve("uniform_every_step"), resolve("uniform")
+    assert every_step.replay == uniform.replay == "uniform"
+    assert (every_step.update_period, every_step.samples_per_insert) == (1, 32.0)
+    assert every_step.target_update_period * every_step.update_period == 1_000
+    assert uniform.target_update_period * uniform.update_period == 1_000
+
+
 def summary(variant: str, last100: float, snapshots: int = 3) -> dict:
     frames = [100_000 * (i + 1) for i in range(snapshots)]
     return {

@@ -7,6 +7,7 @@ agent and replay variants (`per.train`, presets `minatar_ddqn`, `_rank`,
     python -m reproduce.per.minatar --profile full       # 2M frames a run, 5 games x 3 variants
     python -m reproduce.per.minatar --profile full --games breakout --variants rank
     python -m reproduce.per.minatar --profile full --games breakout --variants rank_full_is,rank_no_is
+    python -m reproduce.per.minatar --profile full --games breakout --variants uniform_every_step
     python -m reproduce.per.minatar --profile quick      # smoke scale: one game, 15K frames a run
 
 Two appendix figures come from the same runs:
@@ -62,7 +63,12 @@ FIG12_ARMS = {
     "rank_full_is": ("minatar_ddqn_rank", ("beta0=1.0", "beta_final=1.0", "learning_rate=0.00025")),
     "rank_no_is": ("minatar_ddqn_rank", ("beta0=0.0", "beta_final=0.0")),
 }
-ARMS = {**{variant: (preset, ()) for variant, preset in VARIANTS.items()}, **FIG12_ARMS}
+# Young & Tian's replay ratio, one update per agent step (32 samples per insert),
+# and their target period of 1,000 frames, now 1,000 updates: is PER's ratio of
+# one update per 4 steps, which the presets use for speed, why uniform DDQN
+# trails their DQN?
+RATIO_ARMS = {"uniform_every_step": ("minatar_ddqn", ("update_period=1", "target_update_period=1000"))}
+ARMS = {**{variant: (preset, ()) for variant, preset in VARIANTS.items()}, **FIG12_ARMS, **RATIO_ARMS}
 FIG12_CURVES = ("uniform", "rank", "rank_full_is", "rank_no_is")  # Fig. 12 shows the first, third and fourth.
 TD_ERROR_SNAPSHOTS = 20  # App. Fig. 10's snapshots per run (PER: one per 10^6 of 200M frames).
 FRAMES = {"quick": 15_000, "full": 2_000_000}
