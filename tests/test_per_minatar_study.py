@@ -76,9 +76,19 @@ def test_the_main_table_holds_only_the_three_variants_and_fig12_its_four_curves(
 def test_fig12_holds_only_the_games_where_an_importance_sampling_arm_ran():
     space_invaders = [{**summary(v, 20.0), "game": "space_invaders"} for v in ("uniform", "rank", "proportional")]
     breakout = [summary("uniform", 6.0), summary("rank_full_is", 9.0), summary("proportional", 7.0)]
-    chosen = minatar.fig12_summaries(space_invaders + breakout)
+    chosen = minatar.side_summaries(space_invaders + breakout, minatar.FIG12_ARMS, minatar.FIG12_CURVES)
     assert [(s["game"], s["variant"]) for s in chosen] == [("breakout", "uniform"), ("breakout", "rank_full_is")]
-    assert minatar.fig12_summaries(space_invaders) == []
+    assert minatar.side_summaries(space_invaders, minatar.FIG12_ARMS, minatar.FIG12_CURVES) == []
+
+
+def test_the_update_ratio_study_sets_each_ratio_beside_uniform_and_young_and_tian():
+    runs = [summary("uniform", 5.0), summary("uniform_every_step", 11.0), summary("rank_full_is", 9.0)]
+    chosen = minatar.side_summaries(runs, minatar.RATIO_ARMS, minatar.RATIO_CURVES)
+    assert [s["variant"] for s in chosen] == ["uniform", "uniform_every_step"]
+    rows = minatar.table_rows(chosen, {"breakout": 10.3}, minatar.RATIO_CURVES)
+    assert rows[1]["frames_to_uniform_final"] == 1_000_000  # Its curve is at 5.5 at 1M frames: past uniform's 5.0.
+    text = minatar.side_markdown("the update ratio", minatar.RATIO_TEXT, rows, "full")
+    assert "| breakout | uniform_every_step | 0 | 2,000,000 | 11.00 | 10.3 | 1,000,000 | 0.0 |" in text
 
 
 def test_fig10_draws_both_replays(tmp_path, monkeypatch):

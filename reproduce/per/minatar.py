@@ -20,6 +20,10 @@ Two appendix figures come from the same runs:
   divided by 4), beside uniform and the annealed rank-based run: the arms
   `rank_full_is` and `rank_no_is` (not run by default), in fig12.{csv,md,png}.
 
+One ablation: Young & Tian's replay ratio, one update per agent step, against
+the presets' (PER's) one per 4: the arm `uniform_every_step` (not run by
+default) beside `uniform`, in update_ratio.{csv,md,png}.
+
 A study too long for one sitting is assembled from runs made at different
 times, possibly on different machines:
 
@@ -70,6 +74,7 @@ FIG12_ARMS = {
 RATIO_ARMS = {"uniform_every_step": ("minatar_ddqn", ("update_period=1", "target_update_period=1000"))}
 ARMS = {**{variant: (preset, ()) for variant, preset in VARIANTS.items()}, **FIG12_ARMS, **RATIO_ARMS}
 FIG12_CURVES = ("uniform", "rank", "rank_full_is", "rank_no_is")  # Fig. 12 shows the first, third and fourth.
+RATIO_CURVES = ("uniform", "uniform_every_step")
 TD_ERROR_SNAPSHOTS = 20  # App. Fig. 10's snapshots per run (PER: one per 10^6 of 200M frames).
 FRAMES = {"quick": 15_000, "full": 2_000_000}
 DEFAULT_GAMES = {"quick": ["breakout"], "full": list(GAMES)}
@@ -114,6 +119,7 @@ def table_rows(summaries: list[dict], reference: dict[str, float], arms=VARIANTS
         rows.append({
             "game": s["game"], "variant": s["variant"], "seed": s["seed"], "frames": s["frames"],
             "episodes": s["episodes"], "last100": s["last100"], "young_tian_dqn_5M": reference[s["game"]],
+            "wall_time_s": s["wall_time_s"],
             "frames_to_uniform_final": frames_to_reach(s, baseline["last100"]) if baseline else None,
             "uniform_final": baseline["last100"] if baseline else None,
         })  # fmt: skip
@@ -180,26 +186,39 @@ def plot(summaries: list[dict], reference: dict[str, float], path: pathlib.Path,
     plt.close(fig)
 
 
-def fig12_markdown(rows: list[dict], profile: str) -> str:
+FIG12_TEXT = (
+    "`rank_full_is`: beta = 1 throughout, uniform's step size; `rank_no_is`: beta = 0, the step size",
+    "divided by 4 (PER App. Fig. 12's two arms); `rank`: beta annealed 0.5 -> 1 (Table 3), the step size",
+    "divided by 4; `uniform`: alpha = 0. `last100`: the mean return of the last 100 training episodes.",
+    "One seed per arm: an illustration of the trade-off PER describes (uncorrected prioritization learns",
+    "faster early, correction is safer later), not a measurement of it.",
+)
+RATIO_TEXT = (
+    "`uniform`: the preset, one update per 4 agent steps (PER §4's ratio, 8 samples per insert), the",
+    "target copied every 250 updates; `uniform_every_step`: one update per agent step (Young & Tian's",
+    "TRAINING_FREQ, 32 samples per insert), the target copied every 1,000 updates. Both copy it every",
+    "1,000 frames, as Y&T; nothing else differs. `last100`: the mean return of the last 100 training",
+    "episodes, Y&T's statistic; their DQN is shown at its budget of 5M frames. One seed per arm: whether",
+    "the ratio explains uniform DDQN's gap to Y&T's DQN in minatar.md, not a measurement of its size.",
+)
+
+
+def side_markdown(title: str, text: tuple[str, ...], rows: list[dict], profile: str) -> str:
+    """A side study's table (App. Fig. 12, the update ratio): each arm's score, wall time and frames to uniform's."""
     lines = [
-        reproduce.heading(
-            "Reduced scale: PER App. Fig. 12 on MinAtar, importance sampling with rank-based replay", profile
-        ),
+        reproduce.heading(f"Reduced scale: {title}", profile),
         "",
-        "`rank_full_is`: beta = 1 throughout, uniform's step size; `rank_no_is`: beta = 0, the step size",
-        "divided by 4 (PER App. Fig. 12's two arms); `rank`: beta annealed 0.5 -> 1 (Table 3), the step size",
-        "divided by 4; `uniform`: alpha = 0. `last100`: the mean return of the last 100 training episodes.",
-        "One seed per arm: an illustration of the trade-off PER describes (uncorrected prioritization learns",
-        "faster early, correction is safer later), not a measurement of it.",
+        *text,
         "",
-        "| game | arm | seed | frames | last100 | to uniform's final |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| game | arm | seed | frames | last100 | Y&T DQN (5M) | to uniform's final | wall time (h) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
-        reach = r["frames_to_uniform_final"]
+        reach, wall = r["frames_to_uniform_final"], r["wall_time_s"]
         lines.append(
             f"| {r['game']} | {r['variant']} | {r['seed']} | {r['frames']:,} | {r['last100']:.2f} "
-            f"| {'never' if reach is None else f'{reach:,}'} |"
+            f"| {r['young_tian_dqn_5M']} | {'never' if reach is None else f'{reach:,}'} "
+            f"| {'' if wall is None else f'{wall / 3600:.1f}'} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -223,10 +242,10 @@ def plot_td_errors(rank: dict, uniform: dict, path: pathlib.Path) -> None:
     plt.close(fig)
 
 
-def fig12_summaries(summaries: list[dict]) -> list[dict]:
-    """App. Fig. 12's runs: its curves, on the games where one of its importance-sampling arms ran."""
-    games = {s["game"] for s in summaries if s["variant"] in FIG12_ARMS}
-    return [s for s in summaries if s["variant"] in FIG12_CURVES and s["game"] in games]
+def side_summaries(summaries: list[dict], arms: dict, curves: tuple[str, ...]) -> list[dict]:
+    """A side study's runs: its `curves`, on the games where one of its own `arms` ran."""
+    games = {s["game"] for s in summaries if s["variant"] in arms}
+    return [s for s in summaries if s["variant"] in curves and s["game"] in games]
 
 
 def job_flags(arm: str, game: str, frames: int, seed: int) -> list[str]:
@@ -269,13 +288,20 @@ def main(argv: list[str]) -> None:
     plot(main_runs, reference, out / "minatar.png")
     write_provenance(out, "minatar", main_runs, start)
     print(text)
-    fig12_runs = fig12_summaries(summaries)
-    if fig12_runs:
-        fig12_rows = table_rows(fig12_runs, reference, FIG12_CURVES)
-        reproduce.write_csv(out / "fig12.csv", fig12_rows)
-        (out / "fig12.md").write_text(fig12_markdown(fig12_rows, FLAGS.profile))
-        plot(fig12_runs, reference, out / "fig12.png", FIG12_CURVES)
-        write_provenance(out, "fig12", fig12_runs, start)
+    side_studies = (
+        ("fig12", "PER App. Fig. 12 on MinAtar, importance sampling with rank-based replay", FIG12_TEXT,
+         FIG12_ARMS, FIG12_CURVES),
+        ("update_ratio", "uniform Double DQN on MinAtar at Young & Tian's replay ratio and at PER's", RATIO_TEXT,
+         RATIO_ARMS, RATIO_CURVES),
+    )  # fmt: skip
+    for stem, title, text, arms, curves in side_studies:
+        side_runs = side_summaries(summaries, arms, curves)
+        if side_runs:
+            side_rows = table_rows(side_runs, reference, curves)
+            reproduce.write_csv(out / f"{stem}.csv", side_rows)
+            (out / f"{stem}.md").write_text(side_markdown(title, text, side_rows, FLAGS.profile))
+            plot(side_runs, reference, out / f"{stem}.png", curves)
+            write_provenance(out, stem, side_runs, start)
     for game in GAMES:
         pair = {s["variant"]: s for s in summaries if s["game"] == game and s["seed"] == FLAGS.seed}
         if all(pair.get(v, {}).get("td_errors") for v in ("rank", "uniform")):
