@@ -391,8 +391,8 @@ def per_minatar(base: pathlib.Path) -> Cells:
     )
 
 
-def per_fig12(base: pathlib.Path) -> Cells:
-    """Each importance-sampling arm's last-100 return."""
+def per_arms(base: pathlib.Path) -> Cells:
+    """Each arm's last-100 return (a MinAtar side study: App. Fig. 12, the update ratio)."""
     rows = read_csv(base)
     scores = grouped(rows, lambda r: f"{r['game']} {r['variant']}", "last100")
     return Cells(f"{len(rows)} runs; last-100 return: " + ", ".join(f"{k} {v}" for k, v in scores.items()))
@@ -688,7 +688,17 @@ STUDIES: tuple[Study, ...] = (
         "`per/full/fig12.{csv,md,png}`",
         "reduced: MinAtar, 2M frames per run, 1 seed",
         "per/full/fig12",
-        per_fig12,
+        per_arms,
+    ),
+    Study(
+        "Prioritized replay",
+        "Uniform Double DQN at Young & Tian's replay ratio (one update per agent step) beside PER's (one per 4, "
+        "the presets')",
+        "`python -m reproduce.per.minatar --profile full --games G --variants uniform_every_step`",
+        "`per/full/update_ratio.{csv,md,png}`",
+        "reduced: MinAtar, 2M frames per run, 1 seed",
+        "per/full/update_ratio",
+        per_arms,
     ),
     Study(
         "Prioritized replay",
