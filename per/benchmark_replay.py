@@ -12,7 +12,10 @@ Three prioritized replays hold the same items, per table size:
   kept open across samples, priorities set by `mutate_priorities`;
 * `cpprb`: cpprb's `PrioritizedReplayBuffer` (alpha 0.6), a
   C++ sum tree over preallocated NumPy arrays, S_{j-1} and S_j each stored
-  whole: the in-process baseline the issue compares against.
+  whole: the in-process baseline the issue compares against;
+* `floor`: Reverb's client API alone, the least any replay on it pays (see
+  `ReverbFloor`): the proportional table holding one number per item, the
+  same sampler, one `mutate_priorities` per batch, nothing decoded.
 
 The items are real transitions: `--env` (default MinAtar Breakout, [10, 10, 4]
 uint8 frames) stepped with uniform random actions, recorded once and cycled
@@ -82,7 +85,8 @@ RECORDED = 10_000  # Real transitions recorded, cycled to fill a table.
 WARMUP = 50  # Untimed iterations before the first round.
 TARGET_RATIO = 3.0  # Issue #13: Reverb within 3x of cpprb at 10^5 items.
 REVERB_VARIANTS = ("proportional", "rank")
-NAMES = {"proportional": "Reverb proportional", "rank": "Reverb rank-based", "cpprb": "cpprb proportional"}
+NAMES = {"proportional": "Reverb proportional", "rank": "Reverb rank-based", "cpprb": "cpprb proportional",
+         "floor": "Reverb API floor"}  # fmt: skip
 
 Transition = tuple[np.ndarray, int, float, bool, np.ndarray]  # S_{j-1}, A_{j-1}, R_j, terminal_j, S_j.
 
@@ -120,6 +124,44 @@ class ReverbReplay:
 
     def close(self) -> None:
         self._replay.close()
+        self._server.stop()
+
+
+class ReverbFloor:
+    """Reverb's client API alone: the least that a replay on it pays per sample+update.
+
+    The proportional replay's table, each item one float32 (a transition's
+    reward), sampled by the same kept-open sampler, and one
+    `mutate_priorities` call per batch: no chunk to decompress, no frames to
+    decode, no IS weights. What is left is per item (the sampler hands items
+    over one at a time, each as six NumPy arrays: five of sample info and the
+    number) and per update (a gRPC round trip, which Reverb makes even to a
+    server in its own process; only samplers bypass gRPC there).
+    """
+
+    def __init__(self, size: int):
+        config = dataclasses.replace(replay.PRESETS["proportional"], capacity=size)
+        self._server = reverb.Server([replay.table(config)])
+        self._client = reverb.Client(f"localhost:{self._server.port}")
+        self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
+        self._sampler = None
+
+    def add(self, transition: Transition) -> None:
+        self._writer.append({"reward": np.float32(transition[2])})
+        self._writer.create_item("replay", 1.0, {"reward": self._writer.history["reward"][-1:]})
+
+    def flush(self) -> None:
+        self._writer.flush()
+
+    def sample_and_update(self, batch_size: int, rng: np.random.Generator) -> None:
+        if self._sampler is None:  # As `PrioritizedReplay`: Reverb's pybind sampler, the next batch in flight.
+            self._sampler = self._client._client.NewSampler("replay", replay.UNLIMITED, batch_size)
+        keys = [int(self._sampler.GetNextTrajectory()[0]) for _ in range(batch_size)]
+        self._client.mutate_priorities("replay", updates=dict(zip(keys, rng.exponential(size=batch_size).tolist())))
+
+    def close(self) -> None:
+        self._sampler = None
+        self._writer.close()
         self._server.stop()
 
 
@@ -232,6 +274,7 @@ def measure_size(
     }
     if cpprb is not None:
         makers["cpprb"] = lambda: CpprbReplay(size, transitions[0][0])
+    makers["floor"] = lambda: ReverbFloor(size)
     buffers, fills = {}, {}
     for name, make in makers.items():  # All stay alive until timed: no fill reuses another's freed memory.
         buffers[name], fills[name] = fill(make, transitions, size)
@@ -240,22 +283,29 @@ def measure_size(
     rows = []
     for name, buffer in buffers.items():
         baseline = micros.get("cpprb")
+        stores = name != "floor"  # The floor's items hold one number: its fill says nothing of a replay's memory.
         rows.append(
             {  # `variant`, `us_per_iteration` and the rank overhead are what `reproduce.dashboard` reads.
                 "items": size,
                 "variant": name,
-                "insert_per_s": round(fills[name].inserts_per_s),
+                "insert_per_s": round(fills[name].inserts_per_s) if stores else "",
                 "us_per_iteration": round(micros[name], 1),
                 "rank_overhead_vs_proportional": round(micros["rank"] / micros["proportional"] - 1, 3),
                 "ratio_to_cpprb": round(micros[name] / baseline, 2) if baseline else "",
+                "ratio_to_floor": round(micros[name] / micros["floor"], 2) if name in REVERB_VARIANTS else "",
                 "cpu_us_per_iteration": round(timings[name].cpu_us, 1),
-                "rss_bytes_per_transition": round(fills[name].rss_bytes),
-                "rss_marginal_bytes_per_transition": round(fills[name].rss_marginal_bytes),
+                "rss_bytes_per_transition": round(fills[name].rss_bytes) if stores else "",
+                "rss_marginal_bytes_per_transition": round(fills[name].rss_marginal_bytes) if stores else "",
                 "array_bytes_per_transition": buffer.bytes_per_item() if isinstance(buffer, CpprbReplay) else "",
             }
         )
         buffer.close()
     return rows
+
+
+def cell(value: Any, spec: str = ",") -> str:
+    """A table cell: `value` formatted, or empty where the row has none."""
+    return "" if value == "" else format(value, spec)
 
 
 def markdown(rows: list[dict[str, Any]], env_spec: str, config: dict[str, Any], wall_time_s: float) -> str:
@@ -269,17 +319,20 @@ def markdown(rows: list[dict[str, Any]], env_spec: str, config: dict[str, Any], 
         "from before the replay was made to the full table, and over the fill's second half (marginal).",
         f"`array B`: cpprb's preallocated arrays per item. Reverb's chunks hold {config['chunk_length']} steps.",
         "`CPU µs`: the process's CPU time per sample+update, all threads (Reverb's sampler and server included).",
+        "`Reverb API floor`: the same table and sampler holding one number per item, one `mutate_priorities`",
+        "per batch, nothing decoded: what any replay on Reverb's Python client pays (`x floor`: ours against it).",
         "",
-        "| items | replay | µs per sample+update | x cpprb | CPU µs | inserts/s | RSS B | RSS marginal B | array B |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| items | replay | µs per sample+update | x cpprb | x floor | CPU µs | inserts/s | RSS B | RSS marginal B "
+        "| array B |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:
         ratio = f"{row['ratio_to_cpprb']:.2f}" if row["ratio_to_cpprb"] != "" else "n/a"
-        array = f"{row['array_bytes_per_transition']:,}" if row["array_bytes_per_transition"] != "" else ""
         lines.append(
             f"| {row['items']:,} | {NAMES[row['variant']]} | {row['us_per_iteration']:.1f} | {ratio} "
-            f"| {row['cpu_us_per_iteration']:.1f} | {row['insert_per_s']:,} | {row['rss_bytes_per_transition']:,} "
-            f"| {row['rss_marginal_bytes_per_transition']:,} | {array} |"
+            f"| {cell(row['ratio_to_floor'], '.2f')} | {row['cpu_us_per_iteration']:.1f} | {cell(row['insert_per_s'])} "
+            f"| {cell(row['rss_bytes_per_transition'])} | {cell(row['rss_marginal_bytes_per_transition'])} "
+            f"| {cell(row['array_bytes_per_transition'])} |"
         )
     lines.append("")
     at_target = [r for r in rows if r["items"] == 100_000 and r["variant"] in REVERB_VARIANTS and r["ratio_to_cpprb"]]
@@ -288,6 +341,13 @@ def markdown(rows: list[dict[str, Any]], env_spec: str, config: dict[str, Any], 
         lines.append(
             f"At 10^5 items {NAMES[row['variant']]} is {row['ratio_to_cpprb']:.2f}x cpprb: it {verdict} the issue's "
             f"target of {TARGET_RATIO:.0f}x."
+        )
+    floor = [r for r in rows if r["items"] == 100_000 and r["variant"] == "floor" and r["ratio_to_cpprb"]]
+    for row in floor:
+        below = "above" if row["ratio_to_cpprb"] > TARGET_RATIO else "within"
+        lines.append(
+            f"At 10^5 items Reverb's API floor is {row['us_per_iteration']:.1f} µs, {row['ratio_to_cpprb']:.2f}x "
+            f"cpprb: {below} the target on its own."
         )
     if cpprb is None:
         lines.append("cpprb is not installed (`pip install -c constraints.txt cpprb`): Reverb alone was measured.")

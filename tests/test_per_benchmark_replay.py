@@ -1,0 +1,66 @@
+"""`per.benchmark_replay`: the rows it sets side by side, and the Reverb API floor it measures them against."""
+
+import numpy as np
+import pytest
+
+from per import benchmark_replay
+
+cpprb_installed = pytest.mark.skipif(benchmark_replay.cpprb is None, reason="cpprb is a benchmark-only dependency")
+
+
+def transitions(n: int) -> list:
+    frame = np.zeros([10, 10, 4], np.uint8)
+    return [(frame, i % 3, float(i), False, frame) for i in range(n)]
+
+
+def test_the_floor_writes_back_the_priorities_of_the_items_it_sampled():
+    floor = benchmark_replay.ReverbFloor(size=40)
+    try:
+        for transition in transitions(40):
+            floor.add(transition)
+        floor.flush()
+        floor.sample_and_update(8, np.random.default_rng(0))
+        new = set(np.random.default_rng(0).exponential(size=8).round(5))
+        # One item per key, at its priority: the table's 40 items are at 1.0 except the (up to 8) keys updated.
+        seen = {}
+        for sample in floor._client.sample("replay", num_samples=400):
+            info = sample[0].info
+            seen[int(info.key)] = round(float(info.priority), 5)
+        changed = {p for p in seen.values() if p != 1.0}
+        assert changed and changed <= new
+    finally:
+        floor.close()
+
+
+@cpprb_installed
+def test_every_replay_is_timed_against_cpprb_and_the_reverb_ones_against_the_floor():
+    rows = benchmark_replay.measure_size(64, "minatar:breakout", 16, iterations=20, rounds=2, batch_size=8)
+    by_variant = {r["variant"]: r for r in rows}
+    assert list(by_variant) == ["proportional", "rank", "cpprb", "floor"]
+    floor_us = by_variant["floor"]["us_per_iteration"]
+    for variant in benchmark_replay.REVERB_VARIANTS:
+        row = by_variant[variant]
+        assert row["ratio_to_floor"] == pytest.approx(row["us_per_iteration"] / floor_us, abs=0.02)
+    assert by_variant["cpprb"]["ratio_to_cpprb"] == 1.0 and by_variant["cpprb"]["ratio_to_floor"] == ""
+    # The floor's items hold one number each: no memory or insert rate is reported for it.
+    assert by_variant["floor"]["rss_marginal_bytes_per_transition"] == by_variant["floor"]["insert_per_s"] == ""
+
+
+def test_the_report_judges_the_target_and_says_where_the_floor_stands():
+    def row(variant: str, us: float) -> dict:
+        return {
+            "items": 100_000, "variant": variant, "insert_per_s": 1000, "us_per_iteration": us,
+            "rank_overhead_vs_proportional": 0.1, "ratio_to_cpprb": round(us / 70.0, 2),
+            "ratio_to_floor": round(us / 400.0, 2) if variant in ("proportional", "rank") else "",
+            "cpu_us_per_iteration": us, "rss_bytes_per_transition": 1000, "rss_marginal_bytes_per_transition": 900,
+            "array_bytes_per_transition": "",
+        }  # fmt: skip
+
+    rows = [row("proportional", 800.0), row("rank", 880.0), row("cpprb", 70.0), row("floor", 400.0)]
+    rows[3].update(insert_per_s="", rss_bytes_per_transition="", rss_marginal_bytes_per_transition="")
+    config = {"batch_size": 32, "rounds": 5, "chunk_length": 16}
+    text = benchmark_replay.markdown(rows, "minatar:breakout", config, 10.0)
+    assert "| 100,000 | Reverb proportional | 800.0 | 11.43 | 2.00 | 800.0 | 1,000 | 1,000 | 900 |  |" in text
+    assert "| 100,000 | Reverb API floor | 400.0 | 5.71 |  | 400.0 |  |  |  |  |" in text
+    assert "Reverb proportional is 11.43x cpprb: it misses the issue's target of 3x." in text
+    assert "Reverb's API floor is 400.0 µs, 5.71x cpprb: above the target on its own." in text
