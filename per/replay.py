@@ -350,6 +350,8 @@ class _PriorityWrites:
         self._client, self._table_name = client, table_name
         self._queue: queue.Queue[dict[int, float]] = queue.Queue()
         self._error: Exception | None = None
+        self.submitted, self._written = 0, 0
+        self._written_changed = threading.Condition()
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self) -> None:
@@ -360,15 +362,20 @@ class _PriorityWrites:
                     self._client.mutate_priorities(self._table_name, updates=updates)
             except Exception as error:  # Raised in the caller's thread.
                 self._error = error
-            self._queue.task_done()
+            with self._written_changed:
+                self._written += 1
+                self._written_changed.notify_all()
 
     def submit(self, updates: dict[int, float]) -> None:
         self._raise()
+        self.submitted += 1
         self._queue.put(updates)
 
-    def wait(self) -> None:
-        """Returns once every submitted update is in the table."""
-        self._queue.join()
+    def wait(self, submitted: int | None = None) -> None:
+        """Returns once the first `submitted` updates (default: all) are in the table."""
+        count = self.submitted if submitted is None else submitted
+        with self._written_changed:
+            self._written_changed.wait_for(lambda: self._written >= count)
         self._raise()
 
     def _raise(self) -> None:
@@ -412,10 +419,12 @@ class PrioritizedReplay:
     asynchronous priority updater): as a batch is taken, the next one is drawn
     and decoded in a daemon thread, and `update`'s priorities are written in
     order by another. TF's update releases the GIL, so both run while the
-    caller learns. A sample may then predate the last two batches' priority
-    updates, not one; the rate limiter counts up to two batches the learner
-    has not taken; `flush` (before a checkpoint) waits for every priority
-    write.
+    caller learns. A sample may then predate the last three batches' priority
+    updates, however slow the writes, not one: the sampler's batch in flight
+    was fetched as the batch drawn ahead was, which waits only for the writes
+    of the batches before the last (almost always long done, so it rarely
+    waits). The rate limiter counts up to two batches the learner has not
+    taken; `flush` (before a checkpoint) waits for every priority write.
     """
 
     def __init__(
@@ -439,6 +448,7 @@ class PrioritizedReplay:
         self._updates, self._flush_every, self._max_unseen, self._unflushed = 0, flush_every, max_unseen, 0
         self._sole_writer, self._sample_timeout_ms, self._overlap = sole_writer, sample_timeout_ms, overlap
         self._priority_writes = _PriorityWrites(client, table_name) if overlap else None
+        self._written_before_draw = 0  # With `overlap`: the priority writes the next draw waits for.
         self._rank = RankTracker(config.alpha, config.capacity) if config.variant == "rank" else None
         self._writer = None  # `add`'s.
         self._transitions = TransitionWriter(client, table_name, frame_stack, chunk_length)
@@ -550,7 +560,12 @@ class PrioritizedReplay:
         drawn = self._draws[batch_size].result(None if self._sample_timeout_ms < 0 else self._sample_timeout_ms / 1000)
         if drawn is not None:
             del self._draws[batch_size]
-            if self._overlap:  # The next batch is drawn while the caller learns from this one.
+            if self._overlap:
+                # The next batch is drawn while the caller learns from this one, once the priorities of
+                # every batch before the previous one are written (almost always long since), so that
+                # how far a sample predates the updates is bounded by batches, not by the writer's lag.
+                self._priority_writes.wait(self._written_before_draw)
+                self._written_before_draw = self._priority_writes.submitted
                 self._draws[batch_size] = _Draw(self._samplers[batch_size], batch_size, self._decode)
         return drawn
 

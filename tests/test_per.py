@@ -218,15 +218,32 @@ def test_a_sample_predates_the_previous_batchs_update_by_at_most_one_batch(make_
         assert set(buffer.sample(batch_size, beta=0.0).data[0][:, 0].tolist()) == {0}
 
 
-def test_overlapped_a_sample_predates_the_last_two_batches_updates_at_most(make_replay):
-    """With `overlap` batch n+2 is drawn as batch n+1 is taken, and may miss batch n's update; n+3 sees it."""
+class SlowClient:
+    """A client whose priority writes lag well behind their caller, as on a busy machine."""
+
+    def __init__(self, client: reverb.Client, seconds: float):
+        self._client, self._seconds = client, seconds
+
+    def mutate_priorities(self, table: str, updates: dict[int, float]) -> None:
+        time.sleep(self._seconds)
+        self._client.mutate_priorities(table, updates=updates)
+
+
+def test_overlapped_a_sample_predates_the_last_three_batches_updates_at_most(make_replay):
+    """With `overlap` batches n+1 to n+3 may miss batch n's update; n+4 sees it, however far the writes lag.
+
+    Batch n+3's items are fetched by Reverb's sampler (its batch in flight) as batch n+2 is drawn, which
+    starts as n+1 is taken and waits for the writes before batch n's. Here each write takes 0.2 s, far
+    longer than a sample.
+    """
     n, batch_size = 8, 16
     server, buffer = make_replay(replay.ReplayConfig(alpha=1.0, epsilon=0.0, capacity=100), overlap=True)
     fill(buffer, n)
     keys = keys_by_item(buffer, n)
+    buffer._priority_writes._client = SlowClient(buffer.client, 0.2)
     buffer.sample(batch_size, beta=0.0)  # Batch n.
     buffer.update(keys, np.eye(n)[0])  # Only item 0 keeps a priority: the others have P = 0.
-    for _ in range(2):  # Batches n+1 and n+2: drawn, or being drawn, before the update was written.
+    for _ in range(3):  # Batches n+1 to n+3: drawn, or fetched, before the update was written.
         buffer.sample(batch_size, beta=0.0)
     for _ in range(3):
         assert set(buffer.sample(batch_size, beta=0.0).data[0][:, 0].tolist()) == {0}
@@ -242,13 +259,7 @@ def test_overlapped_priority_writes_are_all_in_the_table_in_order_after_a_flush(
     keys = keys_by_item(buffer, n)
     submitted, submit = [], buffer._priority_writes.submit
     buffer._priority_writes.submit = lambda updates: submitted.append(dict(updates)) or submit(updates)
-
-    class SlowClient:  # Writes that lag well behind the caller, as on a busy machine.
-        def mutate_priorities(self, table, updates):
-            time.sleep(0.01)
-            buffer.client.mutate_priorities(table, updates=updates)
-
-    buffer._priority_writes._client = SlowClient()
+    buffer._priority_writes._client = SlowClient(buffer.client, 0.01)
     rng = np.random.default_rng(7)
     for _ in range(3):  # Every key written three times, each write queued behind the others.
         for j in rng.permutation(n):
