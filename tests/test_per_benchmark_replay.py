@@ -1,11 +1,21 @@
-"""`per.benchmark_replay`: the rows it sets side by side, and the Reverb API floor it measures them against."""
+"""`per.benchmark_replay`: the rows it sets side by side, and the Reverb API floor it measures them against.
+
+Each check runs in its own interpreter (`in_own_process`): the module's absl flags may be defined once per
+process, and its --env is also `per.benchmark_agent`'s, which tests/test_cli.py imports.
+"""
+
+import importlib.util
+import sys
 
 import numpy as np
 import pytest
 
-from per import benchmark_replay
+from tests.test_cli import run
 
-cpprb_installed = pytest.mark.skipif(benchmark_replay.cpprb is None, reason="cpprb is a benchmark-only dependency")
+
+def in_own_process(check: str) -> None:
+    result = run(sys.executable, "-c", f"from tests.test_per_benchmark_replay import {check}; {check}()")
+    assert result.returncode == 0, result.stderr[-4000:]
 
 
 def transitions(n: int) -> list:
@@ -14,6 +24,12 @@ def transitions(n: int) -> list:
 
 
 def test_the_floor_writes_back_the_priorities_of_the_items_it_sampled():
+    in_own_process("check_the_floor_writes_back_the_priorities_of_the_items_it_sampled")
+
+
+def check_the_floor_writes_back_the_priorities_of_the_items_it_sampled():
+    from per import benchmark_replay
+
     floor = benchmark_replay.ReverbFloor(size=40)
     try:
         for transition in transitions(40):
@@ -32,8 +48,14 @@ def test_the_floor_writes_back_the_priorities_of_the_items_it_sampled():
         floor.close()
 
 
-@cpprb_installed
+@pytest.mark.skipif(importlib.util.find_spec("cpprb") is None, reason="cpprb is a benchmark-only dependency")
 def test_every_replay_is_timed_against_cpprb_and_the_reverb_ones_against_the_floor():
+    in_own_process("check_every_replay_is_timed_against_cpprb_and_the_reverb_ones_against_the_floor")
+
+
+def check_every_replay_is_timed_against_cpprb_and_the_reverb_ones_against_the_floor():
+    from per import benchmark_replay
+
     rows = benchmark_replay.measure_size(64, "minatar:breakout", 16, iterations=20, rounds=2, batch_size=8)
     by_variant = {r["variant"]: r for r in rows}
     assert list(by_variant) == ["proportional", "rank", "cpprb", "floor"]
@@ -47,6 +69,12 @@ def test_every_replay_is_timed_against_cpprb_and_the_reverb_ones_against_the_flo
 
 
 def test_the_report_judges_the_target_and_says_where_the_floor_stands():
+    in_own_process("check_the_report_judges_the_target_and_says_where_the_floor_stands")
+
+
+def check_the_report_judges_the_target_and_says_where_the_floor_stands():
+    from per import benchmark_replay
+
     def row(variant: str, us: float) -> dict:
         return {
             "items": 100_000, "variant": variant, "insert_per_s": 1000, "us_per_iteration": us,
