@@ -420,11 +420,13 @@ class PrioritizedReplay:
     and decoded in a daemon thread, and `update`'s priorities are written in
     order by another. TF's update releases the GIL, so both run while the
     caller learns. A sample may then predate the last three batches' priority
-    updates, however slow the writes, not one: the sampler's batch in flight
-    was fetched as the batch drawn ahead was, which waits only for the writes
-    of the batches before the last (almost always long done, so it rarely
-    waits). The rate limiter counts up to two batches the learner has not
-    taken; `flush` (before a checkpoint) waits for every priority write.
+    updates (of one batch size, sampled alone), however slow the writes, not
+    one: the sampler's batch in flight was fetched as the batch drawn ahead
+    was, which waits only for the writes of the batches before the last
+    (almost always long done, so it rarely waits; a `sample_timeout_ms` does
+    not bound that wait). The rate limiter counts up to two batches the
+    learner has not taken; `flush` (before a checkpoint) waits for every
+    priority write.
     """
 
     def __init__(

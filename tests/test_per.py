@@ -233,14 +233,14 @@ def test_overlapped_a_sample_predates_the_last_three_batches_updates_at_most(mak
     """With `overlap` batches n+1 to n+3 may miss batch n's update; n+4 sees it, however far the writes lag.
 
     Batch n+3's items are fetched by Reverb's sampler (its batch in flight) as batch n+2 is drawn, which
-    starts as n+1 is taken and waits for the writes before batch n's. Here each write takes 0.2 s, far
-    longer than a sample.
+    starts as n+1 is taken and waits for the writes before batch n's. Here each write takes 1 s, far
+    longer than the samples.
     """
     n, batch_size = 8, 16
     server, buffer = make_replay(replay.ReplayConfig(alpha=1.0, epsilon=0.0, capacity=100), overlap=True)
     fill(buffer, n)
     keys = keys_by_item(buffer, n)
-    buffer._priority_writes._client = SlowClient(buffer.client, 0.2)
+    buffer._priority_writes._client = SlowClient(buffer.client, 1.0)
     buffer.sample(batch_size, beta=0.0)  # Batch n.
     buffer.update(keys, np.eye(n)[0])  # Only item 0 keeps a priority: the others have P = 0.
     for _ in range(3):  # Batches n+1 to n+3: drawn, or fetched, before the update was written.
