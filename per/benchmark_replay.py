@@ -344,10 +344,10 @@ def markdown(rows: list[dict[str, Any]], env_spec: str, config: dict[str, Any], 
         )
     floor = [r for r in rows if r["items"] == 100_000 and r["variant"] == "floor" and r["ratio_to_cpprb"]]
     for row in floor:
-        below = "above" if row["ratio_to_cpprb"] > TARGET_RATIO else "within"
+        side = "above" if row["ratio_to_cpprb"] > TARGET_RATIO else "within"
         lines.append(
             f"At 10^5 items Reverb's API floor is {row['us_per_iteration']:.1f} µs, {row['ratio_to_cpprb']:.2f}x "
-            f"cpprb: {below} the target on its own."
+            f"cpprb: {side} the target on its own."
         )
     if cpprb is None:
         lines.append("cpprb is not installed (`pip install -c constraints.txt cpprb`): Reverb alone was measured.")

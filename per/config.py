@@ -214,8 +214,9 @@ MINATAR_DDQN = PerConfig(
     # Y&T's TRAINING_FREQ = 1: measured on this project's 2-core machine, one
     # update per step ran 50 agent steps/s (5M frames: 28 h), one per 4 steps
     # 360/s (2M frames: 1.5 h). Remeasured alone on MinAtar Breakout at
-    # c507eae (issue #13's faster replay): 370/s one update per step, about
-    # 700/s one per 4 (`per.benchmark_agent`). `reproduce.per.minatar`'s arm
+    # c507eae (issue #13's faster replay): one update per step 370/s over
+    # 37K frames and 200-310/s over 2M (2.5 h), one per 4 about 700/s
+    # (`per.benchmark_agent`). `reproduce.per.minatar`'s arm
     # `uniform_every_step` runs Y&T's ratio.
     update_period=4,
     # Y&T: TARGET_NETWORK_UPDATE_FREQ = 1,000 frames; at one update per 4 frames
