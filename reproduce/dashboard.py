@@ -392,7 +392,7 @@ def per_minatar(base: pathlib.Path) -> Cells:
 
 
 def per_arms(base: pathlib.Path) -> Cells:
-    """Each arm's last-100 return (a MinAtar side study: App. Fig. 12, the update ratio)."""
+    """Each arm's last-100 return (a MinAtar side study: App. Fig. 12, the update ratio, the step size)."""
     rows = read_csv(base)
     scores = grouped(rows, lambda r: f"{r['game']} {r['variant']}", "last100")
     return Cells(f"{len(rows)} runs; last-100 return: " + ", ".join(f"{k} {v}" for k, v in scores.items()))
@@ -698,6 +698,16 @@ STUDIES: tuple[Study, ...] = (
         "`per/full/update_ratio.{csv,md,png}`",
         "reduced: MinAtar, 2M frames per run, 1 seed",
         "per/full/update_ratio",
+        per_arms,
+    ),
+    Study(
+        "Prioritized replay",
+        "Uniform Double DQN at the prioritized variants' step size (a quarter of uniform's), beside all three "
+        "variants",
+        "`python -m reproduce.per.minatar --profile full --games G --variants uniform_small_step`",
+        "`per/full/step_size.{csv,md,png}`",
+        "reduced: MinAtar, 2M frames per run, 1 seed",
+        "per/full/step_size",
         per_arms,
     ),
     Study(

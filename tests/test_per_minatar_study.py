@@ -49,6 +49,15 @@ def test_the_every_step_arm_is_young_and_tians_ratio():
     assert uniform.target_update_period * uniform.update_period == 1_000
 
 
+def test_the_small_step_arm_is_uniform_at_the_prioritized_step_size():
+    """Only the step size moves: to the rank-based and proportional presets' (PER App. B.2.2's uniform / 4)."""
+    small, uniform, rank, proportional = (resolve(a) for a in ("uniform_small_step", "uniform", "rank", "proportional"))
+    assert small.replay == "uniform" and small.learning_rate == rank.learning_rate == proportional.learning_rate
+    assert small.learning_rate == uniform.learning_rate / 4
+    changed = {f.name for f in dataclasses.fields(small) if getattr(small, f.name) != getattr(uniform, f.name)}
+    assert changed == {"learning_rate"}
+
+
 def summary(variant: str, last100: float, snapshots: int = 3) -> dict:
     frames = [100_000 * (i + 1) for i in range(snapshots)]
     return {
@@ -89,6 +98,15 @@ def test_the_update_ratio_study_sets_each_ratio_beside_uniform_and_young_and_tia
     assert rows[1]["frames_to_uniform_final"] == 1_000_000  # Its curve is at 5.5 at 1M frames: past uniform's 5.0.
     text = minatar.side_markdown("the update ratio", minatar.RATIO_TEXT, rows, "full")
     assert "| breakout | uniform_every_step | 0 | 2,000,000 | 11.00 | 10.3 | 1,000,000 | 0.0 |" in text
+
+
+def test_the_step_size_study_sets_the_small_step_beside_all_three_variants():
+    scores = {"uniform": 5.0, "uniform_small_step": 8.0, "rank": 7.0, "proportional": 9.0}
+    runs = [summary(variant, last100) for variant, last100 in scores.items()]
+    chosen = minatar.side_summaries(runs + [summary("rank_no_is", 9.0)], minatar.STEP_ARMS, minatar.STEP_CURVES)
+    rows = minatar.table_rows(chosen, {"breakout": 10.3}, minatar.STEP_CURVES)
+    assert [r["variant"] for r in rows] == ["uniform", "uniform_small_step", "rank", "proportional"]
+    assert minatar.side_summaries(runs[:1] + runs[2:], minatar.STEP_ARMS, minatar.STEP_CURVES) == []
 
 
 def test_fig10_draws_both_replays(tmp_path, monkeypatch):

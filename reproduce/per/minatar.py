@@ -8,6 +8,7 @@ agent and replay variants (`per.train`, presets `minatar_ddqn`, `_rank`,
     python -m reproduce.per.minatar --profile full --games breakout --variants rank
     python -m reproduce.per.minatar --profile full --games breakout --variants rank_full_is,rank_no_is
     python -m reproduce.per.minatar --profile full --games breakout --variants uniform_every_step
+    python -m reproduce.per.minatar --profile full --games seaquest --variants uniform_small_step
     python -m reproduce.per.minatar --profile quick      # smoke scale: one game, 15K frames a run
 
 Two appendix figures come from the same runs:
@@ -22,7 +23,10 @@ Two appendix figures come from the same runs:
 
 One ablation: Young & Tian's replay ratio, one update per agent step, against
 the presets' (PER's) one per 4: the arm `uniform_every_step` (not run by
-default) beside `uniform`, in update_ratio.{csv,md,png}.
+default) beside `uniform`, in update_ratio.{csv,md,png}. One control: uniform
+replay at the prioritized presets' step size, a quarter of uniform's: the arm
+`uniform_small_step` (not run by default) beside the three variants, in
+step_size.{csv,md,png}.
 
 A study too long for one sitting is assembled from runs made at different
 times, possibly on different machines:
@@ -72,9 +76,14 @@ FIG12_ARMS = {
 # one update per 4 steps, which the presets use for speed, why uniform DDQN
 # trails their DQN?
 RATIO_ARMS = {"uniform_every_step": ("minatar_ddqn", ("update_period=1", "target_update_period=1000"))}
-ARMS = {**{variant: (preset, ()) for variant, preset in VARIANTS.items()}, **FIG12_ARMS, **RATIO_ARMS}
+# The prioritized presets divide the step size by 4 (PER App. B.2.2), uniform's
+# does not: uniform replay at the prioritized arms' step size separates what
+# prioritization gains from what the smaller step gains.
+STEP_ARMS = {"uniform_small_step": ("minatar_ddqn", ("learning_rate=0.0000625",))}
+ARMS = {**{variant: (preset, ()) for variant, preset in VARIANTS.items()}, **FIG12_ARMS, **RATIO_ARMS, **STEP_ARMS}
 FIG12_CURVES = ("uniform", "rank", "rank_full_is", "rank_no_is")  # Fig. 12 shows the first, third and fourth.
 RATIO_CURVES = ("uniform", "uniform_every_step")
+STEP_CURVES = ("uniform", "uniform_small_step", "rank", "proportional")
 TD_ERROR_SNAPSHOTS = 20  # App. Fig. 10's snapshots per run (PER: one per 10^6 of 200M frames).
 FRAMES = {"quick": 15_000, "full": 2_000_000}
 DEFAULT_GAMES = {"quick": ["breakout"], "full": list(GAMES)}
@@ -201,6 +210,13 @@ RATIO_TEXT = (
     "episodes, Y&T's statistic; their DQN is shown at its budget of 5M frames. One seed per arm: whether",
     "the ratio explains uniform DDQN's gap to Y&T's DQN in minatar.md, not a measurement of its size.",
 )
+STEP_TEXT = (
+    "`uniform`: the preset, Y&T's step size 0.00025; `uniform_small_step`: uniform replay at 0.0000625, the",
+    "step size of `rank` and `proportional` (PER App. B.2.2 divides it by 4 with prioritization). Everything",
+    "else is the preset's. `last100`: the mean return of the last 100 training episodes, Y&T's statistic;",
+    "their DQN is shown at its budget of 5M frames. One seed per arm: how much of the prioritized variants'",
+    "lead over uniform in minatar.md the smaller step alone gives, not a measurement of its size.",
+)
 
 
 def side_markdown(title: str, text: tuple[str, ...], rows: list[dict], profile: str) -> str:
@@ -293,6 +309,8 @@ def main(argv: list[str]) -> None:
          FIG12_ARMS, FIG12_CURVES),
         ("update_ratio", "uniform Double DQN on MinAtar at Young & Tian's replay ratio and at PER's", RATIO_TEXT,
          RATIO_ARMS, RATIO_CURVES),
+        ("step_size", "uniform Double DQN on MinAtar at the prioritized variants' step size", STEP_TEXT, STEP_ARMS,
+         STEP_CURVES),
     )  # fmt: skip
     for stem, title, text, arms, curves in side_studies:
         side_runs = side_summaries(summaries, arms, curves)
