@@ -6,7 +6,7 @@ study continues where it stopped. Reuse is never silent: a run is reused only
 if it was started with the same flags, and the script says which run it
 reuses and the commit that trained it. `--fresh` (`define_flags`) retrains:
 the old run directory is moved aside, never deleted. A study that offers
-`--extend` (`reproduce.per.atari`) trains a run started with a smaller
+`--extend` (`reproduce.per.atari`, `reproduce.per.minatar`) trains a run started with a smaller
 `--frames` on to the larger budget: resumed, its first segments kept, the
 run's budget then its last segment's (`recorded_flags`).
 
@@ -43,12 +43,15 @@ _PLACEMENT_FLAGS = ("--run_dir", "--resume", "--overwrite")
 _JOB_FLAGS = ("--preset", "--env", "--frames", "--seed")
 
 
-def whole_budget(frames: float, episodes: int) -> int:
-    """`frames` as a whole number, after checking it and the evaluation `episodes` are whole numbers >= 1.
+def whole_budget(frames: float, episodes: int | None = None) -> int:
+    """`frames` as a whole number, after checking it and the evaluation `episodes` (if any) are whole numbers >= 1.
 
     `--frames` is a float flag so that 5e7 is accepted; 0.5 or 0 is then a mistake, not "unset".
     """
-    if frames < 1 or not float(frames).is_integer() or episodes < 1:
+    if episodes is None:
+        if frames < 1 or not float(frames).is_integer():
+            raise UsageError(f"--frames={frames:g}: need a whole number >= 1")
+    elif frames < 1 or not float(frames).is_integer() or episodes < 1:
         raise UsageError(f"--frames={frames:g} and --eval_episodes={episodes}: need a whole number >= 1 each")
     return int(frames)
 
@@ -238,6 +241,35 @@ def summary_kept(
         )
     print(f"{path.stem}: summarised earlier, kept: {kept_summary(path)}", flush=True)
     return True
+
+
+def jobs_to_train(
+    jobs: dict[str, list[str]],
+    summaries: pathlib.Path,
+    runs: pathlib.Path,
+    fresh: bool,
+    extend: bool,
+    eval_episodes: int | None = None,
+) -> list[str]:
+    """The names of `jobs` (name -> training flags) that need training: neither summarised nor kept.
+
+    Every job is checked before any trains, so a refusal (another job's
+    summary or run, an extension whose run is not on this machine) comes now,
+    not after hours of training the jobs before it.
+    """
+    if fresh and extend:
+        raise UsageError("--fresh retrains from the start and --extend trains on: pass one of them")
+    names = []
+    for name, flags in jobs.items():
+        summary = summaries / f"{name}.json"
+        if summary_kept(summary, fresh, flags, eval_episodes, extend):
+            continue
+        if extend and summary.exists():  # Not kept: a smaller budget, to train on.
+            check_resumable(runs / name, summary)
+        if not fresh:
+            check_same_flags(runs / name, flags, extend)
+        names.append(name)
+    return names
 
 
 def check_resumable(run_dir: pathlib.Path, summary: pathlib.Path) -> None:

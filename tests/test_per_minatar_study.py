@@ -9,7 +9,7 @@ import pytest
 from common import config as config_lib
 from per.config import PRESETS
 from reproduce.per import minatar
-from tests.test_cli import assert_one_line_usage_error, run
+from tests.test_cli import REPO, assert_one_line_usage_error, run
 
 
 def resolve(arm: str):
@@ -122,7 +122,45 @@ def test_fig10_draws_both_replays(tmp_path, monkeypatch):
         ("--variants=rank_beta2", ["--variants: unknown variant 'rank_beta2'", "rank_full_is", "rank_no_is"]),
         ("--games=pong", ["--games: unknown minatar game 'pong'", "breakout"]),
         ("--seeds=0", ["--seeds=0", "not a positive integer"]),
+        ("--frames=0.5", ["--frames=0.5: need a whole number >= 1"]),
+        ("--frames=nan", ["--frames=nan: expected a finite number"]),
+        ("--extend --fresh", ["--fresh retrains from the start and --extend trains on: pass one of them"]),
     ],
 )
 def test_bad_input_is_one_line_exit_2(flag, fragments):
-    assert_one_line_usage_error(run(sys.executable, "-m", "reproduce.per.minatar", flag), *fragments)
+    assert_one_line_usage_error(run(sys.executable, "-m", "reproduce.per.minatar", *flag.split()), *fragments)
+
+
+def test_a_larger_budget_is_refused_without_extend_and_extend_needs_the_run_here():
+    """Against the committed Freeway summary: both commands stop before any training."""
+    job = ["--profile=full", "--games=freeway", "--variants=uniform", "--frames=1e9"]
+    refused = run(sys.executable, "-m", "reproduce.per.minatar", *job)
+    assert_one_line_usage_error(refused, "summarises another job", "pass --extend to train it on to 1,000,000,000 fr")
+    if (REPO / "runs" / "reproduce" / "per_minatar_full").exists():
+        pytest.skip("this checkout holds PER MinAtar runs: --extend would train them on")
+    extend = run(sys.executable, "-m", "reproduce.per.minatar", *job, "--extend")
+    assert_one_line_usage_error(extend, "holds no run to train on (no config.json): --extend resumes freeway_uniform")
+
+
+def test_a_larger_budget_keeps_the_jobs_snapshot_period_so_a_run_extends():
+    """App. Fig. 10's snapshot period is the profile's, not the budget's: the extended job's flags are the run's."""
+    at_2m, at_5m = (minatar.job_flags("rank", "seaquest", frames, 0) for frames in (2_000_000, 5_000_000))
+    assert [f for f in at_2m if "frames=" not in f] == [f for f in at_5m if "frames=" not in f]
+    assert "--frames=5000000" in at_5m
+
+
+def test_a_variant_is_set_beside_uniform_at_its_own_budget_and_the_target_is_counted_per_budget():
+    at = {2_000_000: {"uniform": 5.0, "proportional": 11.0}, 5_000_000: {"uniform": 10.5, "rank": 12.0}}
+    runs = [{**summary(v, x), "frames": f} for f, scores in at.items() for v, x in scores.items()]
+    rows = minatar.table_rows(runs, {"breakout": 10.3})
+    uniform_final = {(r["variant"], r["frames"]): r["uniform_final"] for r in rows}
+    assert uniform_final == {
+        ("uniform", 2_000_000): 5.0, ("proportional", 2_000_000): 5.0,
+        ("uniform", 5_000_000): 10.5, ("rank", 5_000_000): 10.5,
+    }  # fmt: skip
+    alone = minatar.table_rows([runs[1]], {"breakout": 10.3})[0]
+    assert minatar.to_uniform(alone) == "-" and alone["frames_to_uniform_final"] is None
+    assert minatar.verdicts(rows) == [
+        "Runs of 2,000,000 frames at or above Y&T's DQN (at 5M): uniform 0 of 1, proportional 1 of 1 games.",
+        "Runs of 5,000,000 frames at or above Y&T's DQN (at 5M): uniform 1 of 1, rank 1 of 1 games.",
+    ]

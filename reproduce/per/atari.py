@@ -38,7 +38,7 @@ from absl import flags
 import reproduce
 from common import cli
 from common.envs.atari import ATARI57
-from common.errors import UsageError, check_choices
+from common.errors import check_choices
 from reproduce import _runs
 from reproduce.per import _atari
 
@@ -56,8 +56,6 @@ def main(argv: list[str]) -> None:
     start = time.time()
     check_choices("--games", "atari game", FLAGS.games, ATARI57)
     check_choices("--variants", "variant", FLAGS.variants, _atari.VARIANTS)
-    if FLAGS.fresh and FLAGS.extend:
-        raise UsageError("--fresh retrains from the start and --extend trains on: pass one of them")
     episodes = _atari.EVAL_EPISODES[FLAGS.profile] if FLAGS.eval_episodes is None else FLAGS.eval_episodes
     frames = _runs.whole_budget(_atari.FRAMES[FLAGS.profile] if FLAGS.frames is None else FLAGS.frames, episodes)
     overrides = _atari.OVERRIDES[FLAGS.profile]
@@ -65,26 +63,16 @@ def main(argv: list[str]) -> None:
     summaries_dir = out / "atari_runs"
     summaries_dir.mkdir(exist_ok=True)
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"per_atari_{FLAGS.profile}"
-    jobs = [
-        (game, variant, seed, _atari.job_flags(variant, game, frames, seed, overrides))
+    jobs = {
+        _runs.job_name(game, variant, seed): (game, variant, seed)
         for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds)
         for game in FLAGS.games
         for variant in FLAGS.variants
-    ]
-    # Every job checked before any trains: a refusal comes now, not after hours of another job.
-    to_train = []
-    for game, variant, seed, job_flags in jobs:
-        name = _runs.job_name(game, variant, seed)
-        summary = summaries_dir / f"{name}.json"
-        if _runs.summary_kept(summary, FLAGS.fresh, job_flags, episodes, FLAGS.extend):
-            continue
-        if FLAGS.extend and summary.exists():  # Not kept: a smaller budget, to train on.
-            _runs.check_resumable(runs / name, summary)
-        if not FLAGS.fresh:
-            _runs.check_same_flags(runs / name, job_flags, FLAGS.extend)
-        to_train.append((name, game, variant, seed, job_flags))
-    for name, game, variant, seed, job_flags in to_train:
-        final = _runs.train("per.train", runs / name, job_flags, FLAGS.fresh, FLAGS.extend)
+    }
+    flags_of = {name: _atari.job_flags(v, g, frames, seed, overrides) for name, (g, v, seed) in jobs.items()}
+    for name in _runs.jobs_to_train(flags_of, summaries_dir, runs, FLAGS.fresh, FLAGS.extend, episodes):
+        game, variant, seed = jobs[name]
+        final = _runs.train("per.train", runs / name, flags_of[name], FLAGS.fresh, FLAGS.extend)
         result = _runs.evaluate("per.evaluate", runs / name, episodes, seed + 1)
         record = _atari.summarise(runs / name, game, variant, seed, final, result, overrides)
         _runs.write_summary(summaries_dir, name, record, runs / name)

@@ -9,6 +9,7 @@ agent and replay variants (`per.train`, presets `minatar_ddqn`, `_rank`,
     python -m reproduce.per.minatar --profile full --games breakout --variants rank_full_is,rank_no_is
     python -m reproduce.per.minatar --profile full --games breakout --variants uniform_every_step
     python -m reproduce.per.minatar --profile full --games seaquest --variants uniform_small_step
+    python -m reproduce.per.minatar --profile full --games freeway --frames 5e6 --extend  # on to Y&T's 5M
     python -m reproduce.per.minatar --profile quick      # smoke scale: one game, 15K frames a run
 
 Two appendix figures come from the same runs:
@@ -37,7 +38,12 @@ times, possibly on different machines:
 * the training run itself lives in runs/reproduce/per_minatar_<profile>/ and
   is resumed if interrupted (it is not committed: its replay is large);
 * the table, figure and provenance are rebuilt from every summary present,
-  so they always cover exactly the runs that finished.
+  so they always cover exactly the runs that finished;
+* `--frames` sets another budget (a new job), and `--extend` trains a
+  summarised job of a smaller budget on to it, from its run's last checkpoint
+  (which must be on this machine), replacing its summary. The table gives each
+  run's budget, counts Y&T's target per budget, and sets a variant beside the
+  uniform run of the same budget only.
 
 Outputs: minatar.csv (one row per game x variant x seed: `game, variant,
 seed, frames, last100, ...`), minatar.md, minatar.png, minatar.provenance.json.
@@ -92,6 +98,8 @@ reproduce.define_flags()
 flags.DEFINE_list("games", None, "MinAtar games (default: all 5 for full, breakout for quick).")
 flags.DEFINE_list("variants", list(VARIANTS), f"Arms to run: {', '.join(ARMS)}.")
 flags.DEFINE_integer("seeds", 1, "Seeds per game and variant: seed, seed + 1, ...", lower_bound=1)
+flags.DEFINE_float("frames", None, "Frame budget per run overriding the profile's, e.g. 5e6 (Young & Tian's).")
+flags.DEFINE_bool("extend", False, "Train runs of a smaller budget on to --frames (resumed), not refuse them.")
 FLAGS = flags.FLAGS
 
 
@@ -119,12 +127,12 @@ def published() -> dict[str, float]:
 
 
 def table_rows(summaries: list[dict], reference: dict[str, float], arms=VARIANTS) -> list[dict]:
-    """One row per run of `arms`, with the uniform run of the same game and seed as the yardstick."""
-    uniform = {(s["game"], s["seed"]): s for s in summaries if s["variant"] == "uniform"}
+    """One row per run of `arms`, with the uniform run of the same game, seed and budget as the yardstick."""
+    uniform = {(s["game"], s["seed"], s["frames"]): s for s in summaries if s["variant"] == "uniform"}
     rows = []
     ours = [s for s in summaries if s["variant"] in arms]
     for s in sorted(ours, key=lambda s: (s["game"], list(arms).index(s["variant"]), s["seed"])):
-        baseline = uniform.get((s["game"], s["seed"]))
+        baseline = uniform.get((s["game"], s["seed"], s["frames"]))  # At the same budget only.
         rows.append({
             "game": s["game"], "variant": s["variant"], "seed": s["seed"], "frames": s["frames"],
             "episodes": s["episodes"], "last100": s["last100"], "young_tian_dqn_5M": reference[s["game"]],
@@ -146,32 +154,52 @@ def markdown(rows: list[dict], profile: str) -> str:
         "MinAtar instead of Atari. `last100`: the mean return of the last 100 training episodes",
         "(epsilon-greedy, epsilon 0.1 after 100K frames), the statistic of Young & Tian 2019, whose DQN",
         "is shown at *its* budget of 5M frames (read off their figures, about ±0.3; ±1 on Space",
-        "Invaders). Ours ran fewer frames: compare with that in mind. One update per 4 agent steps",
+        "Invaders). A run of fewer frames: compare with that in mind. One update per 4 agent steps",
         "(PER's ratio; Y&T update every step), Double DQN targets, the step size divided by 4 for the",
         "prioritized variants (PER App. B.2.2). `to uniform`: frames until the variant's 100-episode",
-        "mean first reached the uniform run's final score (same game and seed; PER Fig. 4/7's question).",
+        "mean first reached the uniform run's final score (same game, seed and budget; PER Fig. 4/7's",
+        "question). A run extended to a larger budget (`--extend`) annealed beta to 1 by its first budget",
+        "and held it there: its provenance lists the budgets it was trained to.",
         "",
         "| game | variant | seed | frames | last100 | Y&T DQN (5M) | to uniform's final |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
-        reach = r["frames_to_uniform_final"]
         lines.append(
             f"| {r['game']} | {r['variant']} | {r['seed']} | {r['frames']:,} | {r['last100']:.2f} "
-            f"| {r['young_tian_dqn_5M']} | {'never' if reach is None else f'{reach:,}'} |"
+            f"| {r['young_tian_dqn_5M']} | {to_uniform(r)} |"
         )
     games = sorted({r["game"] for r in rows})
-    uniform = [r for r in rows if r["variant"] == "uniform"]
-    at_or_above = sum(r["last100"] >= r["young_tian_dqn_5M"] for r in uniform)
     done = {(r["game"], r["variant"]) for r in rows}
     missing = [f"{g}/{v}" for g in GAMES for v in VARIANTS if (g, v) not in done]
     lines += [
         "",
-        f"Uniform DDQN at or above Y&T's DQN (at 5M frames) on {at_or_above} of {len(uniform)} games run.",
+        *verdicts(rows),
         f"Games run: {', '.join(games)}. "
         + (f"Not run yet: {', '.join(missing)}." if missing else "All 5 games x 3 variants are in."),
     ]
     return "\n".join(lines) + "\n"
+
+
+def to_uniform(row: dict) -> str:
+    """The `to uniform's final` cell: frames, `never`, or `-` when no uniform run has the row's budget."""
+    if row["uniform_final"] is None:
+        return "-"
+    reach = row["frames_to_uniform_final"]
+    return "never" if reach is None else f"{reach:,}"
+
+
+def verdicts(rows: list[dict]) -> list[str]:
+    """Per budget, how many games each variant reached Y&T's DQN on (their 5M frames): the issue's target."""
+    lines = []
+    for frames in sorted({r["frames"] for r in rows}):
+        at = [r for r in rows if r["frames"] == frames]
+        counts = []
+        for variant in (v for v in VARIANTS if any(r["variant"] == v for r in at)):
+            mine = [r for r in at if r["variant"] == variant]
+            counts.append(f"{variant} {sum(r['last100'] >= r['young_tian_dqn_5M'] for r in mine)} of {len(mine)}")
+        lines.append(f"Runs of {frames:,} frames at or above Y&T's DQN (at 5M): {', '.join(counts)} games.")
+    return lines
 
 
 def plot(summaries: list[dict], reference: dict[str, float], path: pathlib.Path, arms=VARIANTS) -> None:
@@ -230,11 +258,10 @@ def side_markdown(title: str, text: tuple[str, ...], rows: list[dict], profile: 
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
-        reach, wall = r["frames_to_uniform_final"], r["wall_time_s"]
+        wall = r["wall_time_s"]
         lines.append(
             f"| {r['game']} | {r['variant']} | {r['seed']} | {r['frames']:,} | {r['last100']:.2f} "
-            f"| {r['young_tian_dqn_5M']} | {'never' if reach is None else f'{reach:,}'} "
-            f"| {'' if wall is None else f'{wall / 3600:.1f}'} |"
+            f"| {r['young_tian_dqn_5M']} | {to_uniform(r)} | {'' if wall is None else f'{wall / 3600:.1f}'} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -264,10 +291,14 @@ def side_summaries(summaries: list[dict], arms: dict, curves: tuple[str, ...]) -
     return [s for s in summaries if s["variant"] in curves and s["game"] in games]
 
 
-def job_flags(arm: str, game: str, frames: int, seed: int) -> list[str]:
-    """`per.train`'s flags for one job: the arm's preset and overrides, and App. Fig. 10's snapshots."""
+def job_flags(arm: str, game: str, frames: int, seed: int, profile: str = "full") -> list[str]:
+    """`per.train`'s flags for one job: the arm's preset and overrides, and App. Fig. 10's snapshots.
+
+    Snapshots are taken every 1/20 of the profile's budget, whatever `frames`:
+    a run extended to a larger budget keeps its flags, and takes more.
+    """
     preset, overrides = ARMS[arm]
-    snapshots = f"td_error_snapshot_frames={frames // TD_ERROR_SNAPSHOTS}"
+    snapshots = f"td_error_snapshot_frames={FRAMES[profile] // TD_ERROR_SNAPSHOTS}"
     return [
         f"--preset={preset}", f"--env=minatar:{game}", f"--frames={frames}", f"--seed={seed}",
         *(f"--config_override={o}" for o in (*overrides, snapshots)),
@@ -279,20 +310,22 @@ def main(argv: list[str]) -> None:
     games = DEFAULT_GAMES[FLAGS.profile] if FLAGS.games is None else FLAGS.games
     check_choices("--games", "minatar game", games, GAMES)
     check_choices("--variants", "variant", FLAGS.variants, ARMS)
-    frames = FRAMES[FLAGS.profile]
+    frames = FRAMES[FLAGS.profile] if FLAGS.frames is None else _runs.whole_budget(FLAGS.frames)
     out = reproduce.output_dir("per", FLAGS.profile)
     summaries_dir = out / "minatar_runs"
     summaries_dir.mkdir(exist_ok=True)
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"per_minatar_{FLAGS.profile}"
-    for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds):
-        for game in games:
-            for arm in FLAGS.variants:
-                name = _runs.job_name(game, arm, seed)
-                job = job_flags(arm, game, frames, seed)
-                if _runs.summary_kept(summaries_dir / f"{name}.json", FLAGS.fresh, job):
-                    continue
-                final = _runs.train("per.train", runs / name, job, FLAGS.fresh)
-                _runs.write_summary(summaries_dir, name, summarise(runs / name, game, arm, seed, final), runs / name)
+    jobs = {
+        _runs.job_name(game, arm, seed): (game, arm, seed)
+        for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds)
+        for game in games
+        for arm in FLAGS.variants
+    }
+    flags_of = {name: job_flags(arm, game, frames, seed, FLAGS.profile) for name, (game, arm, seed) in jobs.items()}
+    for name in _runs.jobs_to_train(flags_of, summaries_dir, runs, FLAGS.fresh, FLAGS.extend):
+        game, arm, seed = jobs[name]
+        final = _runs.train("per.train", runs / name, flags_of[name], FLAGS.fresh, FLAGS.extend)
+        _runs.write_summary(summaries_dir, name, summarise(runs / name, game, arm, seed, final), runs / name)
 
     summaries = _runs.load_summaries(summaries_dir)
     reference = published()
