@@ -375,18 +375,20 @@ def processes(count: str) -> str:
 
 
 def per_minatar(base: pathlib.Path) -> Cells:
-    """Runs in (of the game × variant grid `minatar.md` names), uniform against Young & Tian's DQN, each run."""
-    rows = read_csv(base)
-    missing = re.search(r"Not run yet: (.*)\.$", read_md(base), re.MULTILINE)
+    """Runs in (of the game × variant grid `minatar.md` names), each variant against Young & Tian's DQN per
+    budget (`minatar.md`'s own count), each run."""
+    rows, text = read_csv(base), read_md(base)
+    missing = re.search(r"Not run yet: (.*)\.$", text, re.MULTILINE)
     total = len(rows) + (len(missing.group(1).split(", ")) if missing else 0)
-    uniform = [r for r in rows if r["variant"] == "uniform"]
-    above = sum(float(r["last100"]) >= float(r["young_tian_dqn_5M"]) for r in uniform)
+    counted = re.findall(r"^Runs of ([\d,]+) frames at or above Y&T's DQN \(at 5M\): (.*) games\.$", text, re.MULTILINE)
     scores = grouped(rows, lambda r: f"{r['game']} {r['variant']}", "last100")
     dqn = {r["game"]: r["young_tian_dqn_5M"] for r in rows}
     # The DQN column is results/published/minatar_young2019_5M.csv's (Young & Tian 2019, 5M frames).
     return Cells(
-        f"{len(rows)} of {total} runs in; uniform at/above Y&T's DQN on {above} of {len(uniform)} games run; "
-        "last-100 return: " + ", ".join(f"{k} {v}" for k, v in scores.items()),
+        f"{len(rows)} of {total} runs in; games at/above Y&T's DQN: "
+        + "; ".join(f"{counts} (runs of {frames} frames)" for frames, counts in counted)
+        + "; last-100 return: "
+        + ", ".join(f"{k} {v}" for k, v in scores.items()),
         "Young & Tian DQN, 5M frames: " + ", ".join(f"{game} {score}" for game, score in dqn.items()),
     )
 
@@ -673,10 +675,10 @@ STUDIES: tuple[Study, ...] = (
         "Prioritized replay",
         "Uniform, rank-based and proportional Double DQN on the 5 MinAtar games beside Young & Tian's DQN "
         "(PER Fig. 4/7 analogue; App. Fig. 10 from the same runs)",
-        "`python -m reproduce.per.minatar --profile full [--games G --variants V]`",
+        "`python -m reproduce.per.minatar --profile full [--games G --variants V --frames N [--extend]]`",
         "`per/full/minatar.{csv,md,png}`, `fig10_<game>.png`, one summary per run in `per/full/minatar_runs/`",
-        "reduced: MinAtar, 2M frames per run, 1 seed; assembled across sessions (the table lists the runs still "
-        "missing)",
+        "reduced: MinAtar, 2M frames per run (the profile's; `--extend` trains runs on toward Young & Tian's 5M), "
+        "1 seed; assembled across sessions (the table lists the runs still missing)",
         "per/full/minatar",
         per_minatar,
     ),

@@ -64,10 +64,18 @@ def test_per_minatar_counts_the_runs_in_against_those_its_table_names_missing(tm
         "breakout,uniform,0,2000000,9,11.0,10.3,100,11.0\n"
         "breakout,rank,0,2000000,9,9.5,10.3,,11.0\n",
     )
-    write(tmp_path / "per/full/minatar.md", "# table\n\nNot run yet: asterix/uniform, asterix/rank, seaquest/rank.\n")
+    write(
+        tmp_path / "per/full/minatar.md",
+        "# table\n\nRuns of 2,000,000 frames at or above Y&T's DQN (at 5M): uniform 1 of 1, rank 0 of 1 games.\n"
+        "Runs of 5,000,000 frames at or above Y&T's DQN (at 5M): proportional 1 of 1 games.\n"
+        "Games run: breakout. Not run yet: asterix/uniform, asterix/rank, seaquest/rank.\n",
+    )
     write(tmp_path / "per/full/minatar.provenance.json", record("c" * 40))
     ours, paper, commits = dashboard.cells(study("per/full/minatar"), tmp_path)
-    assert ours.startswith("2 of 5 runs in; uniform at/above Y&T's DQN on 1 of 1 games run;")
+    assert ours.startswith(
+        "2 of 5 runs in; games at/above Y&T's DQN: uniform 1 of 1, rank 0 of 1 (runs of 2,000,000 frames); "
+        "proportional 1 of 1 (runs of 5,000,000 frames); last-100 return:"
+    )
     assert ours.endswith("breakout uniform 11.0, breakout rank 9.5")
     assert (paper, commits) == ("Young & Tian DQN, 5M frames: breakout 10.3", "`ccccccc`")
 
