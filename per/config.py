@@ -259,6 +259,7 @@ PRESETS = {
     "atari_ddqn_prop": _prioritized(ATARI_DDQN, priorities.PROPORTIONAL, "proportional"),  # alpha 0.6, beta0 0.4.
     "minatar_ddqn": MINATAR_DDQN,
     # PER's rule (step size / 4) applied to Y&T's step size: our choice, not published.
+    # Uniform replay at this step size is `reproduce.per.minatar`'s arm `uniform_small_step`.
     "minatar_ddqn_rank": _prioritized(MINATAR_DDQN, priorities.RANK_BASED, "rank"),
     "minatar_ddqn_prop": _prioritized(MINATAR_DDQN, priorities.PROPORTIONAL, "proportional"),
     "toy": PerConfig(
