@@ -211,9 +211,14 @@ def kept_summary(path: pathlib.Path) -> str:
 
 
 def summary_kept(
-    path: pathlib.Path, fresh: bool, flags: list[str], eval_episodes: int | None = None, extend: bool | None = None
+    path: pathlib.Path,
+    fresh: bool,
+    flags: list[str],
+    eval_episodes: int | None = None,
+    extend: bool | None = None,
+    say: Callable[[str], None] = lambda line: print(line, flush=True),
 ) -> bool:
-    """Whether the job summarised in `path` is kept, not trained again (it exists and `fresh` is off); says so.
+    """Whether the job summarised in `path` is kept, not trained again (it exists and `fresh` is off); `say`s so.
 
     A summary is kept only for the job asked: its run's `_JOB_FLAGS` must be
     the job's training `flags`, and its evaluation the `eval_episodes` asked
@@ -228,7 +233,7 @@ def summary_kept(
     had = [f for f in recorded_flags(summary.get("run_provenance")) or flags if f.split("=")[0] in _JOB_FLAGS]
     asks = [f for f in normalized(flags) if f.split("=")[0] in _JOB_FLAGS]
     if extend and extends(had, asks):
-        print(f"{path.stem}: summarised at {budget(had):,} frames, extending to {budget(asks):,}", flush=True)
+        say(f"{path.stem}: summarised at {budget(had):,} frames, extending to {budget(asks):,}")
         return False
     if eval_episodes is not None:
         had.append(f"{summary['eval']['episodes']} evaluation episodes")
@@ -239,7 +244,7 @@ def summary_kept(
             f"{path} summarises another job (it has {', '.join(only_had) or 'none'}; this command asks "
             f"{', '.join(only_asks) or 'none'}); {retrain_hint(had, asks, extend, 'the summary is replaced')}"
         )
-    print(f"{path.stem}: summarised earlier, kept: {kept_summary(path)}", flush=True)
+    say(f"{path.stem}: summarised earlier, kept: {kept_summary(path)}")
     return True
 
 
@@ -255,20 +260,23 @@ def jobs_to_train(
 
     Every job is checked before any trains, so a refusal (another job's
     summary or run, an extension whose run is not on this machine) comes now,
-    not after hours of training the jobs before it.
+    not after hours of training the jobs before it; what is kept or extended
+    is said once every job has passed, so a refusal is the only line.
     """
     if fresh and extend:
         raise UsageError("--fresh retrains from the start and --extend trains on: pass one of them")
-    names = []
+    names, notices = [], []
     for name, flags in jobs.items():
         summary = summaries / f"{name}.json"
-        if summary_kept(summary, fresh, flags, eval_episodes, extend):
+        if summary_kept(summary, fresh, flags, eval_episodes, extend, say=notices.append):
             continue
         if extend and summary.exists():  # Not kept: a smaller budget, to train on.
             check_resumable(runs / name, summary)
         if not fresh:
             check_same_flags(runs / name, flags, extend)
         names.append(name)
+    for notice in notices:
+        print(notice, flush=True)
     return names
 
 

@@ -338,6 +338,21 @@ def test_extend_replaces_a_smaller_budgets_summary_and_needs_the_run_here(tmp_pa
     _runs.check_resumable(tmp_path / "job", path)  # A run to train on: no error.
 
 
+def test_a_refused_extension_is_the_only_line_and_a_passed_one_is_said(tmp_path, capsys):
+    from reproduce import _runs
+
+    command = "python -m per.train --preset=p --env=atari:pong --frames=7 --seed=0"
+    (tmp_path / "job.json").write_text(json.dumps({"run_provenance": {"command": command}}))
+    jobs = {"job": ["--preset=p", "--env=atari:pong", "--frames=9", "--seed=0"]}
+    with pytest.raises(UsageError, match="holds no run to train on"):
+        _runs.jobs_to_train(jobs, tmp_path, tmp_path / "runs", fresh=False, extend=True)
+    assert capsys.readouterr().out == ""  # Not "extending to 9" before the refusal.
+    (tmp_path / "runs" / "job").mkdir(parents=True)
+    (tmp_path / "runs" / "job" / "config.json").write_text("{}")
+    assert _runs.jobs_to_train(jobs, tmp_path, tmp_path / "runs", fresh=False, extend=True) == ["job"]
+    assert capsys.readouterr().out == "job: summarised at 7 frames, extending to 9\n"
+
+
 def test_a_runs_budgets_are_its_segments_whatever_way_the_command_wrote_them():
     from reproduce import _runs
 

@@ -39,11 +39,13 @@ times, possibly on different machines:
   is resumed if interrupted (it is not committed: its replay is large);
 * the table, figure and provenance are rebuilt from every summary present,
   so they always cover exactly the runs that finished;
-* `--frames` sets another budget (a new job), and `--extend` trains a
-  summarised job of a smaller budget on to it, from its run's last checkpoint
-  (which must be on this machine), replacing its summary. The table gives each
-  run's budget, counts Y&T's target per budget, and sets a variant beside the
-  uniform run of the same budget only.
+* `--frames` sets the budget of the jobs it names. A job (game, arm, seed)
+  has one summary, at one budget: a summary of another budget stops the
+  command, and `--extend` trains a summarised job of a smaller budget on to
+  `--frames`, from its run's last checkpoint (which must be on this machine),
+  replacing its summary. The table gives each run's last budget, counts Y&T's
+  target per budget, and sets a variant beside the uniform run of the same
+  budget only.
 
 Outputs: minatar.csv (one row per game x variant x seed: `game, variant,
 seed, frames, last100, ...`), minatar.md, minatar.png, minatar.provenance.json.
@@ -53,6 +55,7 @@ from __future__ import annotations
 
 import csv
 import pathlib
+import textwrap
 import time
 
 import matplotlib
@@ -87,6 +90,7 @@ RATIO_ARMS = {"uniform_every_step": ("minatar_ddqn", ("update_period=1", "target
 # prioritization gains from what the smaller step gains.
 STEP_ARMS = {"uniform_small_step": ("minatar_ddqn", ("learning_rate=0.0000625",))}
 ARMS = {**{variant: (preset, ()) for variant, preset in VARIANTS.items()}, **FIG12_ARMS, **RATIO_ARMS, **STEP_ARMS}
+ARM_COLOURS = {arm: f"C{i}" for i, arm in enumerate(ARMS)}  # One colour per arm in every figure.
 FIG12_CURVES = ("uniform", "rank", "rank_full_is", "rank_no_is")  # Fig. 12 shows the first, third and fourth.
 RATIO_CURVES = ("uniform", "uniform_every_step")
 STEP_CURVES = ("uniform", "uniform_small_step", "rank", "proportional")
@@ -158,8 +162,8 @@ def markdown(rows: list[dict], profile: str) -> str:
         "(PER's ratio; Y&T update every step), Double DQN targets, the step size divided by 4 for the",
         "prioritized variants (PER App. B.2.2). `to uniform`: frames until the variant's 100-episode",
         "mean first reached the uniform run's final score (same game, seed and budget; PER Fig. 4/7's",
-        "question). A run extended to a larger budget (`--extend`) annealed beta to 1 by its first budget",
-        "and held it there: its provenance lists the budgets it was trained to.",
+        "question; `-`: no uniform run of that budget). A run extended to a larger budget (`--extend`)",
+        "annealed beta to 1 by its first budget and held it there: its provenance has each segment.",
         "",
         "| game | variant | seed | frames | last100 | Y&T DQN (5M) | to uniform's final |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -202,22 +206,29 @@ def verdicts(rows: list[dict]) -> list[str]:
     return lines
 
 
-def plot(summaries: list[dict], reference: dict[str, float], path: pathlib.Path, arms=VARIANTS) -> None:
+def plot(
+    summaries: list[dict],
+    reference: dict[str, float],
+    path: pathlib.Path,
+    arms=VARIANTS,
+    title: str = "Double DQN on MinAtar",
+) -> None:
     """Each game's training curves (100-episode mean) per arm, Y&T's DQN at 5M as a line."""
     games = [g for g in GAMES if any(s["game"] == g for s in summaries)]
     fig, axes = plt.subplots(1, len(games), figsize=(4 * len(games), 3.6), squeeze=False)
     for ax, game in zip(axes[0], games):
-        for colour, arm in enumerate(arms):
+        for arm in arms:
             for s in (s for s in summaries if s["game"] == game and s["variant"] == arm):
                 label = arm if s["seed"] == min(x["seed"] for x in summaries) else None
-                ax.plot(s["curve"]["frames"], s["curve"]["trailing100"], color=f"C{colour}", lw=1, label=label)
+                ax.plot(s["curve"]["frames"], s["curve"]["trailing100"], color=ARM_COLOURS[arm], lw=1, label=label)
         ax.axhline(reference[game], color="grey", ls=":", label="Y&T DQN at 5M")
         ax.set(title=game, xlabel="frames")
     axes[0][0].set_ylabel("training return (100-episode mean)")
     axes[0][0].legend(fontsize=7)
     budget = ", ".join(f"{f:,}" for f in sorted({s["frames"] for s in summaries}))
-    # Two lines: one game's panel is narrower than the title.
-    fig.suptitle(f"Double DQN on MinAtar\n{FLAGS.profile} profile: {budget} frames a run", fontsize=10)
+    # Wrapped to the panels' width: one game's panel is narrower than a side study's title.
+    heading = textwrap.fill(title[0].upper() + title[1:], width=45 * len(games))
+    fig.suptitle(f"{heading}\n{FLAGS.profile} profile: {budget} frames a run", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -351,7 +362,7 @@ def main(argv: list[str]) -> None:
             side_rows = table_rows(side_runs, reference, curves)
             reproduce.write_csv(out / f"{stem}.csv", side_rows)
             (out / f"{stem}.md").write_text(side_markdown(title, text, side_rows, FLAGS.profile))
-            plot(side_runs, reference, out / f"{stem}.png", curves)
+            plot(side_runs, reference, out / f"{stem}.png", curves, title)
             write_provenance(out, stem, side_runs, start)
     for game in GAMES:
         pair = {s["variant"]: s for s in summaries if s["game"] == game and s["seed"] == FLAGS.seed}
