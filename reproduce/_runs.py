@@ -115,10 +115,15 @@ def budgets(record: dict | None) -> list[int]:
     """The frame budgets a run's provenance `record` was trained to, in order: more than one if it was extended.
 
     A segment's own `total_frames` where recorded, else its command's `--frames`.
+    A budget the next segment started short of (an extension interrupted, then
+    resumed toward another budget) was never reached, and is left out; the
+    last segment's is the run's budget either way.
     """
     segments = recorded_segments(record)
-    found = (s.get("total_frames") or budget(command_flags(s.get("command")) or []) for s in segments)
-    return list(dict.fromkeys(int(b) for b in found if b is not None))
+    found = [s.get("total_frames") or budget(command_flags(s.get("command")) or []) for s in segments]
+    next_starts = [s.get("frames_at_start") for s in segments[1:]] + [None]
+    reached = (b for b, start in zip(found, next_starts) if b is not None and (start is None or start >= b))
+    return list(dict.fromkeys(int(b) for b in reached))
 
 
 def recorded_segments(record: dict | None) -> list[dict]:
@@ -167,10 +172,23 @@ def check_same_flags(run_dir: pathlib.Path, flags: list[str], extend: bool | Non
         if extend and extends(started, flags):
             return
         only_run, only_now = sorted(set(started) - set(flags)), sorted(set(flags) - set(started))
+        hint = retrain_hint(started, flags, extend, "the old run is moved aside")
+        if stopped_short(run_dir, started, flags):
+            # Stopped on its way to a budget, then asked for a smaller one: finishing it keeps its training.
+            go_on = f"--frames={budget(started)}" + (" --extend" if extend is not None else "")
+            hint = f"it stopped short of its {budget(started):,} frames: pass {go_on} to finish it, or " + hint[5:]
         raise UsageError(
             f"{run_dir} was trained with other flags (it has {' '.join(only_run) or 'none'}; this command asks "
-            f"{' '.join(only_now) or 'none'}); {retrain_hint(started, flags, extend, 'the old run is moved aside')}"
+            f"{' '.join(only_now) or 'none'}); {hint}"
         )
+
+
+def stopped_short(run_dir: pathlib.Path, had: list[str], asks: list[str]) -> bool:
+    """Whether the run in `run_dir`, started with `had`, stopped before its budget, and `asks` a smaller one only."""
+    goal, final = budget(had), run_dir / "final.json"
+    if goal is None or budget(asks) is None or budget(asks) >= goal or but_budget(had) != but_budget(asks):
+        return False
+    return not final.exists() or json.loads(final.read_text())["frames"] < goal
 
 
 def extends(had: list[str], asks: list[str]) -> bool:

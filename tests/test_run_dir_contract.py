@@ -257,6 +257,18 @@ def test_reproduce_scripts_refuse_a_run_started_with_other_flags(tmp_path, no_tr
     assert (finished / "final.json").exists()
 
 
+def test_a_run_stopped_short_of_its_budget_is_offered_its_own_budget_not_only_fresh(tmp_path, no_training):
+    from reproduce import _runs
+
+    command = f"python -m per.train --preset=p --frames=60 --run_dir {tmp_path / 'run'}"
+    stopped = recorded_run(tmp_path / "run", command)  # final.json: 7 frames, an earlier segment's.
+    with pytest.raises(UsageError, match=r"stopped short of its 60 frames: pass --frames=60 --extend to finish it, or"):
+        _runs.check_same_flags(stopped, ["--preset=p", "--frames=50"], extend=True)
+    finished = recorded_run(tmp_path / "done", command.replace("60", "7"))
+    with pytest.raises(UsageError, match=r"asks --frames=9\); pass --fresh"):  # A finished run: another job.
+        _runs.check_same_flags(finished, ["--preset=p", "--frames=9"])
+
+
 def test_fresh_moves_the_old_run_aside_and_trains_anew(tmp_path, monkeypatch):
     from reproduce import _runs
 
@@ -366,6 +378,12 @@ def test_a_runs_budgets_are_its_segments_whatever_way_the_command_wrote_them():
     assert _runs.budgets(spelled) == [7, 12] and _runs.recorded_flags(spelled) == ["--preset=p", "--frames=12"]
     # A segment's own total_frames (every run's record has it) over its command's flag.
     assert _runs.budgets(record({"command": command.format(""), "total_frames": 5})) == [5]
+    # An extension to 60 interrupted at 47, then asked to go on to 50 instead: 60 was never reached.
+    changed = record(
+        {"total_frames": 40, "frames_at_start": 0}, {"total_frames": 60, "frames_at_start": 40},
+        {"total_frames": 50, "frames_at_start": 47},
+    )  # fmt: skip
+    assert _runs.budgets(changed) == [40, 50]
     assert _runs.recorded_flags(record({"command": "python -m per.train --seed -1 --preset p"})) == [
         "--preset=p", "--seed=-1",
     ]  # fmt: skip
