@@ -298,6 +298,27 @@ def jobs_to_train(
     return names
 
 
+def extended(rows: list[dict]) -> list[str]:
+    """A study table's note on its runs trained on to a larger budget (`--extend`), if any.
+
+    `rows` carry `game`, `variant`, `seed` and `budgets` (`budgets` of the
+    run's provenance, space-separated).
+    """
+    runs = [r for r in rows if " " in r["budgets"]]
+    if not runs:
+        return []
+    trained = "; ".join(
+        f"{r['game']} {r['variant']} seed {r['seed']}: to {', then '.join(f'{int(b):,}' for b in r['budgets'].split())}"
+        for r in runs
+    )
+    return [
+        "",
+        f"Trained on to a larger budget (resumed from the last checkpoint): {trained} frames. A resume with a "
+        "larger budget takes beta from its value then to 1 at the new budget (so it stays 1 in a run extended "
+        "after it finished); epsilon's schedule counts agent steps and is not affected.",
+    ]
+
+
 def check_resumable(run_dir: pathlib.Path, summary: pathlib.Path) -> None:
     """Refuses to extend the job `summary` describes when `run_dir` holds no run: it would train anew, not on."""
     if (run_dir / "config.json").exists():

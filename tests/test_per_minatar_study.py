@@ -158,6 +158,16 @@ def test_a_variant_is_set_beside_uniform_at_its_own_budget_and_the_target_is_cou
         ("uniform", 2_000_000): 5.0, ("proportional", 2_000_000): 5.0,
         ("uniform", 5_000_000): 10.5, ("rank", 5_000_000): 10.5,
     }  # fmt: skip
+    segments = [
+        {"total_frames": 2_000_000, "frames_at_start": 0},
+        {"total_frames": 5_000_000, "frames_at_start": 2_000_000},
+    ]
+    runs[2]["run_provenance"] = {"segments": segments}  # Uniform at 5M, extended from 2M.
+    text = minatar.markdown(minatar.table_rows(runs, {"breakout": 10.3}), "full")
+    assert (
+        "Trained on to a larger budget (resumed from the last checkpoint): breakout uniform seed 0: to 2,000,000, then "
+        in text
+    )
     alone = minatar.table_rows([runs[1]], {"breakout": 10.3})[0]
     assert minatar.to_uniform(alone) == "-" and alone["frames_to_uniform_final"] is None
     assert minatar.verdicts(rows) == [

@@ -133,7 +133,7 @@ def markdown(rows: list[dict], profile: str) -> str:
             else "Otherwise the paper's schedule, made for 200M frames: learning starts after 50K transitions "
             "(200K frames) and epsilon decays over 1M agent steps (4M frames)."
         ),
-        *extended(rows),
+        *_runs.extended(rows),
         "",
         "| game | variant | seed | frames | training return (last 100) | eval return, no-op starts | eval % human "
         "| PER (200M, human starts) | PER % human |",
@@ -146,23 +146,6 @@ def markdown(rows: list[dict], profile: str) -> str:
         ],
     ]
     return "\n".join(lines) + "\n"
-
-
-def extended(rows: list[dict]) -> list[str]:
-    """The table's note on runs trained on to a larger budget (`--extend`), if any."""
-    runs = [r for r in rows if " " in r["budgets"]]
-    if not runs:
-        return []
-    trained = "; ".join(
-        f"{r['game']} {r['variant']} seed {r['seed']}: to {', then '.join(f'{int(b):,}' for b in r['budgets'].split())}"
-        for r in runs
-    )
-    return [
-        "",
-        f"Trained on to a larger budget (resumed from the last checkpoint): {trained} frames. A resume with a "
-        "larger budget takes beta from its value then to 1 at the new budget (so it stays 1 in a run extended "
-        "after it finished); epsilon's schedule counts agent steps and is not affected.",
-    ]
 
 
 def plot(summaries: list[dict], paper: dict, path: pathlib.Path, profile: str) -> None:

@@ -141,6 +141,7 @@ def table_rows(summaries: list[dict], reference: dict[str, float], arms=VARIANTS
             "game": s["game"], "variant": s["variant"], "seed": s["seed"], "frames": s["frames"],
             "episodes": s["episodes"], "last100": s["last100"], "young_tian_dqn_5M": reference[s["game"]],
             "wall_time_s": s["wall_time_s"],
+            "budgets": " ".join(map(str, _runs.budgets(s.get("run_provenance")) or [s["frames"]])),
             "frames_to_uniform_final": frames_to_reach(s, baseline["last100"]) if baseline else None,
             "uniform_final": baseline["last100"] if baseline else None,
         })  # fmt: skip
@@ -181,6 +182,7 @@ def markdown(rows: list[dict], profile: str) -> str:
         *verdicts(rows),
         f"Games run: {', '.join(games)}. "
         + (f"Not run yet: {', '.join(missing)}." if missing else "All 5 games x 3 variants are in."),
+        *_runs.extended(rows),
     ]
     return "\n".join(lines) + "\n"
 
