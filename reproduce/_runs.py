@@ -31,6 +31,7 @@ from typing import Callable
 
 import numpy as np
 
+from common import run_dir as run_dir_lib
 from common.errors import UsageError
 from common.signals import INTERRUPTED_EXIT_CODES, on_stop_signals
 from reproduce import REPO_ROOT
@@ -357,9 +358,21 @@ def summarise_run(run_dir: pathlib.Path, final: dict, curve_points: int = 200) -
         "last100": round(float(returns[-100:].mean()), 3) if len(returns) else None,
         "wall_time_s": final.get("wall_time_s"),
         "curve": {"frames": frames[points].astype(int).tolist(), "trailing100": trailing[points].round(3).tolist()},
-        "config": json.loads((run_dir / "config.json").read_text()),
+        "config": run_config(run_dir),
         "run_provenance": run_provenance(run_dir),
     }  # fmt: skip
+
+
+def run_config(run_dir: pathlib.Path) -> dict:
+    """The run's config.json as it last trained: with the budget of its latest start.
+
+    A run keeps the config.json it was started with; a resume that raised
+    its budget (`--extend`) records the new one in its provenance only.
+    """
+    config = json.loads((run_dir / "config.json").read_text())
+    if "total_frames" in config:
+        config["total_frames"] = run_dir_lib.last_budget(run_dir) or config["total_frames"]
+    return config
 
 
 def write_summary(directory: pathlib.Path, name: str, summary: dict, run_dir: pathlib.Path) -> None:
@@ -424,7 +437,11 @@ def run_to_completion(command: list[str], run_dir: pathlib.Path, finished: Calla
         print(f"error: training {run_dir} failed with exit status {status}", file=sys.stderr, flush=True)
         sys.exit(status)
     if not finished():
-        print(f"interrupted: {run_dir} keeps its checkpoint; run the same command to resume", flush=True)
+        print(
+            f"interrupted: {run_dir} keeps its checkpoint; run this same command again to resume "
+            "(it passes --resume to the run itself)",
+            flush=True,
+        )
         sys.exit(status or 130)
 
 

@@ -97,7 +97,19 @@ def test_the_update_ratio_study_sets_each_ratio_beside_uniform_and_young_and_tia
     rows = minatar.table_rows(chosen, {"breakout": 10.3}, minatar.RATIO_CURVES)
     assert rows[1]["frames_to_uniform_final"] == 1_000_000  # Its curve is at 5.5 at 1M frames: past uniform's 5.0.
     text = minatar.side_markdown("the update ratio", minatar.RATIO_TEXT, rows, "full")
-    assert "| breakout | uniform_every_step | 0 | 2,000,000 | 11.00 | 10.3 | 1,000,000 | 0.0 |" in text
+    assert "| breakout | uniform_every_step | 0 | 2,000,000 | 11.00 | 10.3 | 1,000,000 | 0.000 |" in text
+    assert [minatar.hours(s) for s in (None, 90.0, 5_400.0)] == ["", "0.025", "1.5"]  # A quick run is not 0.0 h.
+
+
+def test_the_quick_profile_waits_only_for_its_own_game():
+    rows = minatar.table_rows([summary(v, 5.0) for v in ("uniform", "rank")], {"breakout": 10.3})
+    assert "Not run yet: breakout/proportional." in minatar.markdown(rows, "quick")
+    rows += minatar.table_rows([summary("proportional", 5.0)], {"breakout": 10.3})
+    everything = "Games run: breakout. All 1 game x 3 variants of the quick profile are in."
+    assert everything in minatar.markdown(rows, "quick")
+    assert "Not run yet: asterix/uniform, asterix/rank, asterix/proportional, freeway/uniform" in minatar.markdown(
+        rows, "full"
+    )
 
 
 def test_the_step_size_study_sets_the_small_step_beside_all_three_variants():

@@ -350,6 +350,20 @@ def test_extend_replaces_a_smaller_budgets_summary_and_needs_the_run_here(tmp_pa
     _runs.check_resumable(tmp_path / "job", path)  # A run to train on: no error.
 
 
+def test_an_extended_runs_summary_gives_the_budget_it_was_trained_to(tmp_path):
+    from reproduce import _runs
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps({"total_frames": 7, "seed": 0}))
+    segments = [{"total_frames": 7, "frames_at_start": 0}, {"total_frames": 9, "frames_at_start": 7}]
+    (run_dir / "provenance.json").write_text(json.dumps({"segments": segments}))
+    assert _runs.run_config(run_dir) == {"total_frames": 9, "seed": 0}
+    assert json.loads((run_dir / "config.json").read_text())["total_frames"] == 7  # The run's own file is kept.
+    (run_dir / "provenance.json").unlink()  # No record: the config as saved.
+    assert _runs.run_config(run_dir)["total_frames"] == 7
+
+
 def test_a_refused_extension_is_the_only_line_and_a_passed_one_is_said(tmp_path, capsys):
     from reproduce import _runs
 

@@ -174,14 +174,14 @@ def markdown(rows: list[dict], profile: str) -> str:
             f"| {r['game']} | {r['variant']} | {r['seed']} | {r['frames']:,} | {r['last100']:.2f} "
             f"| {r['young_tian_dqn_5M']} | {to_uniform(r)} |"
         )
-    games = sorted({r["game"] for r in rows})
+    games, due = sorted({r["game"] for r in rows}), DEFAULT_GAMES[profile]
     done = {(r["game"], r["variant"]) for r in rows}
-    missing = [f"{g}/{v}" for g in GAMES for v in VARIANTS if (g, v) not in done]
+    missing = [f"{g}/{v}" for g in due for v in VARIANTS if (g, v) not in done]
+    everything = f"All {len(due)} game{'s' if len(due) > 1 else ''} x 3 variants of the {profile} profile are in."
     lines += [
         "",
         *verdicts(rows),
-        f"Games run: {', '.join(games)}. "
-        + (f"Not run yet: {', '.join(missing)}." if missing else "All 5 games x 3 variants are in."),
+        f"Games run: {', '.join(games)}. " + (f"Not run yet: {', '.join(missing)}." if missing else everything),
         *_runs.extended(rows),
     ]
     return "\n".join(lines) + "\n"
@@ -271,12 +271,18 @@ def side_markdown(title: str, text: tuple[str, ...], rows: list[dict], profile: 
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
-        wall = r["wall_time_s"]
         lines.append(
             f"| {r['game']} | {r['variant']} | {r['seed']} | {r['frames']:,} | {r['last100']:.2f} "
-            f"| {r['young_tian_dqn_5M']} | {to_uniform(r)} | {'' if wall is None else f'{wall / 3600:.1f}'} |"
+            f"| {r['young_tian_dqn_5M']} | {to_uniform(r)} | {hours(r['wall_time_s'])} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def hours(seconds: float | None) -> str:
+    """A wall time in hours, to 0.1 h; a run shorter than 0.1 h (the quick profile's) to 0.001 h, not 0.0."""
+    if seconds is None:
+        return ""
+    return f"{seconds / 3600:.1f}" if seconds >= 360 else f"{seconds / 3600:.3f}"
 
 
 def plot_td_errors(rank: dict, uniform: dict, path: pathlib.Path) -> None:
