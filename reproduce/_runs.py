@@ -324,10 +324,16 @@ def check_resumable(run_dir: pathlib.Path, summary: pathlib.Path) -> None:
     """Refuses to extend the job `summary` describes when `run_dir` holds no run: it would train anew, not on."""
     if (run_dir / "config.json").exists():
         return
+    where = trained_in(summary)
+    if where is not None and pathlib.Path(where).resolve() == run_dir.resolve():
+        # Trained here: the run was moved or deleted since, and no other checkout has it.
+        place = "which was here and is gone; restore it there,"
+    else:
+        elsewhere = where or "the runs/ of the machine that trained it"
+        place = f"which was in {elsewhere}; run from the checkout that holds it,"
     raise UsageError(
         f"{run_dir} holds no run to train on (no config.json): --extend resumes {summary.stem} from its last "
-        f"checkpoint, which was in {trained_in(summary) or 'the runs/ of the machine that trained it'}; run from "
-        "the checkout that holds it, or pass --fresh to train anew"
+        f"checkpoint, {place} or pass --fresh to train anew"
     )
 
 

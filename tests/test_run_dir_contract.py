@@ -345,6 +345,9 @@ def test_extend_replaces_a_smaller_budgets_summary_and_needs_the_run_here(tmp_pa
         _runs.check_resumable(tmp_path / "job", path)
     with pytest.raises(UsageError, match="its last checkpoint, which was in /elsewhere/job; run from the checkout"):
         _runs.check_resumable(tmp_path / "job", path)
+    path.write_text(json.dumps({"run_provenance": {"command": f"{command} --run_dir {tmp_path / 'job'}"}}))
+    with pytest.raises(UsageError, match="its last checkpoint, which was here and is gone; restore it there, or pass"):
+        _runs.check_resumable(tmp_path / "job", path)
     (tmp_path / "job").mkdir()
     (tmp_path / "job" / "config.json").write_text("{}")
     _runs.check_resumable(tmp_path / "job", path)  # A run to train on: no error.
