@@ -284,16 +284,22 @@ def jobs_to_train(
     """
     if fresh and extend:
         raise UsageError("--fresh retrains from the start and --extend trains on: pass one of them")
-    names, notices = [], []
+    names, notices, refusals = [], [], {}
     for name, flags in jobs.items():
         summary = summaries / f"{name}.json"
-        if summary_kept(summary, fresh, flags, eval_episodes, extend, say=notices.append):
-            continue
-        if extend and summary.exists():  # Not kept: a smaller budget, to train on.
-            check_resumable(runs / name, summary)
-        if not fresh:
-            check_same_flags(runs / name, flags, extend)
+        try:
+            if summary_kept(summary, fresh, flags, eval_episodes, extend, say=notices.append):
+                continue
+            if extend and summary.exists():  # Not kept: a smaller budget, to train on.
+                check_resumable(runs / name, summary)
+            if not fresh:
+                check_same_flags(runs / name, flags, extend)
+        except UsageError as refusal:
+            refusals[name] = refusal
         names.append(name)
+    if refusals:
+        first, *others = refusals.values()
+        raise UsageError(str(first) + (f" (refused too: {', '.join(list(refusals)[1:])})" if others else ""))
     for notice in notices:
         print(notice, flush=True)
     return names

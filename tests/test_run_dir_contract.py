@@ -373,9 +373,17 @@ def test_a_refused_extension_is_the_only_line_and_a_passed_one_is_said(tmp_path,
     command = "python -m per.train --preset=p --env=atari:pong --frames=7 --seed=0"
     (tmp_path / "job.json").write_text(json.dumps({"run_provenance": {"command": command}}))
     jobs = {"job": ["--preset=p", "--env=atari:pong", "--frames=9", "--seed=0"]}
-    with pytest.raises(UsageError, match="holds no run to train on"):
+    with pytest.raises(UsageError, match="holds no run to train on") as refused:
         _runs.jobs_to_train(jobs, tmp_path, tmp_path / "runs", fresh=False, extend=True)
+    assert "refused too" not in str(refused.value)
     assert capsys.readouterr().out == ""  # Not "extending to 9" before the refusal.
+    for other in ("job2", "job3"):
+        (tmp_path / f"{other}.json").write_text(json.dumps({"run_provenance": {"command": command}}))
+    many = {name: jobs["job"] for name in ("job", "job2", "job3")}
+    with pytest.raises(UsageError, match=r"resumes job from .* \(refused too: job2, job3\)$"):
+        _runs.jobs_to_train(many, tmp_path, tmp_path / "runs", fresh=False, extend=True)
+    for other in ("job2", "job3"):
+        (tmp_path / f"{other}.json").unlink()
     (tmp_path / "runs" / "job").mkdir(parents=True)
     (tmp_path / "runs" / "job" / "config.json").write_text("{}")
     assert _runs.jobs_to_train(jobs, tmp_path, tmp_path / "runs", fresh=False, extend=True) == ["job"]
