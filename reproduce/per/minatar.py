@@ -260,8 +260,11 @@ STEP_TEXT = (
 )
 
 
-def side_markdown(title: str, text: tuple[str, ...], rows: list[dict], profile: str) -> str:
-    """A side study's table (App. Fig. 12, the update ratio): each arm's score, wall time and frames to uniform's."""
+def side_markdown(title: str, text: tuple[str, ...], rows: list[dict], profile: str, notes: list[str] = ()) -> str:
+    """A side study's table (App. Fig. 12, the update ratio): each arm's score, wall time and frames to uniform's.
+
+    `notes`, if any, follow the table.
+    """
     lines = [
         reproduce.heading(f"Reduced scale: {title}", profile),
         "",
@@ -275,7 +278,39 @@ def side_markdown(title: str, text: tuple[str, ...], rows: list[dict], profile: 
             f"| {r['game']} | {r['variant']} | {r['seed']} | {r['frames']:,} | {r['last100']:.2f} "
             f"| {r['young_tian_dqn_5M']} | {to_uniform(r)} | {hours(r['wall_time_s'])} |"
         )
+    if notes:
+        lines += ["", *notes]
     return "\n".join(lines) + "\n"
+
+
+def step_shares(rows: list[dict]) -> list[str]:
+    """The step-size study's summary: how much of uniform's gap to each prioritized variant the smaller step closes.
+
+    Per game, seed and budget, (uniform_small_step - uniform) / (variant - uniform)
+    of the last100 scores, for each variant that leads uniform.
+    """
+    score = {(r["game"], r["seed"], r["frames"], r["variant"]): r["last100"] for r in rows}
+    lines = []
+    for game, seed, frames in sorted({(r["game"], r["seed"], r["frames"]) for r in rows}):
+        uniform, small = (score.get((game, seed, frames, arm)) for arm in ("uniform", "uniform_small_step"))
+        if uniform is None or small is None:
+            continue
+        shares = [
+            f"{(small - uniform) / (lead - uniform):.0%} of its gap to {variant} ({uniform:.2f} -> {lead:.2f})"
+            for variant in ("rank", "proportional")
+            if (lead := score.get((game, seed, frames, variant))) is not None and lead > uniform
+        ]
+        if shares:
+            lines.append(f"- {game}, seed {seed}, {frames:,} frames: the smaller step closes {'; '.join(shares)}.")
+    if not lines:
+        return []
+    return [
+        "The share of uniform's gap to a prioritized variant that uniform replay at the variant's step size",
+        "closes, (uniform_small_step - uniform) / (variant - uniform); over 100%: the smaller step alone",
+        "outscores the variant.",
+        "",
+        *lines,
+    ]
 
 
 def hours(seconds: float | None) -> str:
@@ -369,7 +404,8 @@ def main(argv: list[str]) -> None:
         if side_runs:
             side_rows = table_rows(side_runs, reference, curves)
             reproduce.write_csv(out / f"{stem}.csv", side_rows)
-            (out / f"{stem}.md").write_text(side_markdown(title, text, side_rows, FLAGS.profile))
+            notes = step_shares(side_rows) if arms is STEP_ARMS else []
+            (out / f"{stem}.md").write_text(side_markdown(title, text, side_rows, FLAGS.profile, notes))
             plot(side_runs, reference, out / f"{stem}.png", curves, title)
             write_provenance(out, stem, side_runs, start)
     for game in GAMES:
