@@ -71,7 +71,7 @@ def test_ctrl_c_on_a_reproduce_script_keeps_the_run_resumable(tmp_path):
     os.killpg(process.pid, signal.SIGINT)
     output, _ = process.communicate(timeout=120)
     assert process.returncode == 130, output
-    assert "interrupted: saved checkpoint at step" in output and "run the same command to resume" in output
+    assert "interrupted: saved checkpoint at step" in output and "run this same command again to resume" in output
     assert "Traceback" not in output
     assert max(checkpoint_steps(run_dir)) > 0 and not (run_dir / "final.json").exists()
 
