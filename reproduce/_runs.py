@@ -298,8 +298,8 @@ def jobs_to_train(
             refusals[name] = refusal
         names.append(name)
     if refusals:
-        first, *others = refusals.values()
-        raise UsageError(str(first) + (f" (refused too: {', '.join(list(refusals)[1:])})" if others else ""))
+        first, *others = refusals
+        raise UsageError(str(refusals[first]) + (f" (refused too: {', '.join(others)})" if others else ""))
     for notice in notices:
         print(notice, flush=True)
     return names
