@@ -361,18 +361,63 @@ def summarise_run(run_dir: pathlib.Path, final: dict, curve_points: int = 200) -
     The curve is the 100-episode trailing mean at up to `curve_points` episodes.
     """
     frames, returns = read_episodes(run_dir)
+    return {
+        "frames": final["frames"], **episode_scores(frames, returns, curve_points),
+        "wall_time_s": final.get("wall_time_s"),
+        "config": run_config(run_dir),
+        "run_provenance": run_provenance(run_dir),
+    }  # fmt: skip
+
+
+def episode_scores(frames: np.ndarray, returns: np.ndarray, curve_points: int = 200) -> dict:
+    """The episodes' count, last-100 mean return and curve (the trailing mean at up to `curve_points` episodes)."""
     trailing = trailing_mean(returns, 100)
     # From the 100th episode on: a trailing mean over fewer episodes is mostly noise.
     points = np.unique(np.linspace(min(99, len(returns) - 1), len(returns) - 1, curve_points).astype(int))
     points = points[points >= 0]  # A run that finished no episode has no curve.
     return {
-        "frames": final["frames"], "episodes": len(returns),
+        "episodes": len(returns),
         "last100": round(float(returns[-100:].mean()), 3) if len(returns) else None,
-        "wall_time_s": final.get("wall_time_s"),
         "curve": {"frames": frames[points].astype(int).tolist(), "trailing100": trailing[points].round(3).tolist()},
-        "config": run_config(run_dir),
-        "run_provenance": run_provenance(run_dir),
-    }  # fmt: skip
+    }
+
+
+def earlier_budgets(run_dir: pathlib.Path, curve_points: int = 200) -> list[dict]:
+    """A run trained on to a larger budget (`--extend`): its scores at each budget it reached before its last.
+
+    Each is what that budget's own summary held: the episodes logged up to
+    the frames the next segment resumed from, and the wall time of the
+    segments before it. So an extended run's earlier results stay in the
+    study, not only in its curve.
+    """
+    record = run_provenance(run_dir)
+    segments = recorded_segments(record)
+    frames, returns = read_episodes(run_dir)
+    scores = []
+    for reached in budgets(record)[:-1]:
+        resumed = next(i for i, s in enumerate(segments) if (s.get("frames_at_start") or 0) >= reached)
+        end = segments[resumed]["frames_at_start"]
+        before = frames <= end
+        wall_time_s = sum(s.get("wall_time_s") or 0.0 for s in segments[:resumed])
+        scores.append({
+            "budget": reached, "frames": int(end), **episode_scores(frames[before], returns[before], curve_points),
+            "wall_time_s": round(wall_time_s, 1),
+        })  # fmt: skip
+    return scores
+
+
+def at_each_budget(summaries: list[dict]) -> list[dict]:
+    """Each job summary as it reads at every budget its run reached, earliest first; `budgets` set on each.
+
+    A summary without `earlier_budgets` (a run of one budget) is itself.
+    """
+    views = []
+    for summary in summaries:
+        trained_to = budgets(summary.get("run_provenance")) or [summary["frames"]]
+        for earlier in summary.get("earlier_budgets", []):
+            views.append({**summary, **earlier, "budgets": [b for b in trained_to if b <= earlier["budget"]]})
+        views.append({**summary, "budgets": trained_to})
+    return views
 
 
 def run_config(run_dir: pathlib.Path) -> dict:

@@ -1,6 +1,7 @@
 """`reproduce.per.minatar`'s arms, App. Fig. 10/12 assembly and bad input (its runs are long: not run here)."""
 
 import dataclasses
+import json
 import sys
 
 import matplotlib.image
@@ -8,6 +9,7 @@ import pytest
 
 from common import config as config_lib
 from per.config import PRESETS
+from reproduce import _runs
 from reproduce.per import minatar
 from tests.test_cli import REPO, assert_one_line_usage_error, run
 
@@ -197,3 +199,61 @@ def test_a_variant_is_set_beside_uniform_at_its_own_budget_and_the_target_is_cou
         "Runs of 2,000,000 frames at or above Y&T's DQN (at 5M): uniform 0 of 1, proportional 1 of 1 games.",
         "Runs of 5,000,000 frames at or above Y&T's DQN (at 5M): uniform 1 of 1, rank 1 of 1 games.",
     ]
+
+
+def extended_run(run_dir, episode_frames):
+    """A run dir trained to 2M frames in two sittings, then on to 5M: its episodes and provenance."""
+    run_dir.mkdir()
+    rows = ["frames,episode_return,episode_length,wall_time"]
+    rows += [f"{f},{f / 1e6},100,0" for f in episode_frames]
+    (run_dir / "episodes.csv").write_text("\n".join(rows) + "\n")
+    segments = [
+        {"frames_at_start": 0, "total_frames": 2_000_000, "wall_time_s": 50.0},
+        {"frames_at_start": 1_000_000, "total_frames": 2_000_000, "wall_time_s": 60.0},  # Resumed after a stop.
+        {"frames_at_start": 2_000_000, "total_frames": 5_000_000, "wall_time_s": 150.0},  # --extend.
+    ]
+    (run_dir / "provenance.json").write_text(json.dumps({"segments": segments}))
+    (run_dir / "config.json").write_text(json.dumps({"total_frames": 2_000_000}))
+
+
+def test_an_extended_run_keeps_its_score_at_the_budget_it_was_extended_from(tmp_path):
+    frames = list(range(10_000, 5_000_001, 10_000))  # An episode every 10K frames, returning frames / 1M.
+    extended_run(tmp_path / "run", frames)
+    (at_2m,) = _runs.earlier_budgets(tmp_path / "run", curve_points=5)
+    # The last 100 episodes up to 2M frames: 1.01 ... 2.00; the sittings before the extension: 110 s.
+    assert at_2m["budget"] == at_2m["frames"] == 2_000_000 and at_2m["episodes"] == 200
+    assert at_2m["last100"] == pytest.approx(1.505) and at_2m["wall_time_s"] == 110.0
+    assert at_2m["curve"]["frames"][-1] == 2_000_000
+    final = _runs.summarise_run(tmp_path / "run", {"frames": 5_000_000, "wall_time_s": 260.0}, curve_points=5)
+    assert final["last100"] == pytest.approx(4.505) and final["episodes"] == 500
+    extended_run(tmp_path / "once", frames[:200])
+    (tmp_path / "once" / "provenance.json").write_text(json.dumps({"segments": []}))
+    assert _runs.earlier_budgets(tmp_path / "once") == []  # A run of one budget has no earlier scores.
+
+
+def test_the_table_has_a_row_at_each_budget_an_extended_run_reached():
+    uniform = {**summary("uniform", 5.0)}  # At 2M only.
+    extended = {
+        **summary("proportional", 12.0), "frames": 5_000_000,
+        "run_provenance": {"segments": [
+            {"total_frames": 2_000_000, "frames_at_start": 0},
+            {"total_frames": 5_000_000, "frames_at_start": 2_000_000},
+        ]},
+        "earlier_budgets": [{
+            "budget": 2_000_000, "frames": 2_000_000, "episodes": 300, "last100": 9.0, "wall_time_s": 7.0,
+            "curve": {"frames": [1_000_000, 2_000_000], "trailing100": [4.0, 9.0]},
+        }],
+    }  # fmt: skip
+    rows = minatar.table_rows([uniform, extended], {"breakout": 10.3})
+    seen = [(r["variant"], r["frames"], r["last100"], r["budgets"], r["uniform_final"]) for r in rows]
+    assert seen == [
+        ("uniform", 2_000_000, 5.0, "2000000", 5.0),
+        ("proportional", 2_000_000, 9.0, "2000000", 5.0),  # Beside uniform at its own budget, as before.
+        ("proportional", 5_000_000, 12.0, "2000000 5000000", None),
+    ]
+    assert rows[1]["frames_to_uniform_final"] == 2_000_000  # Its curve up to 2M (the 5M curve passes 5.0 at 1M).
+    assert minatar.verdicts(rows) == [
+        "Runs of 2,000,000 frames at or above Y&T's DQN (at 5M): uniform 0 of 1, proportional 0 of 1 games.",
+        "Runs of 5,000,000 frames at or above Y&T's DQN (at 5M): proportional 1 of 1 games.",
+    ]
+    assert _runs.extended(rows)[1].count("breakout proportional seed 0") == 1

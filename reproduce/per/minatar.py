@@ -43,9 +43,10 @@ times, possibly on different machines:
   has one summary, at one budget: a summary of another budget stops the
   command, and `--extend` trains a summarised job of a smaller budget on to
   `--frames`, from its run's last checkpoint (which must be on this machine),
-  replacing its summary. The table gives each run's last budget, counts Y&T's
-  target per budget, and sets a variant beside the uniform run of the same
-  budget only.
+  replacing its summary. The new summary keeps what the run scored at each
+  earlier budget (from its episodes up to it), so the table has a row per
+  budget a run reached, counts Y&T's target per budget, and sets a variant
+  beside the uniform run of the same budget only.
 
 Outputs: minatar.csv (one row per game x variant x seed: `game, variant,
 seed, frames, last100, ...`), minatar.md, minatar.png, minatar.provenance.json.
@@ -111,6 +112,7 @@ def summarise(run_dir: pathlib.Path, game: str, variant: str, seed: int, final: 
     """One finished run as a self-contained record: score, curve, App. Fig. 10's snapshots and where it came from."""
     return {
         "game": game, "variant": variant, "seed": seed, **_runs.summarise_run(run_dir, final),
+        "earlier_budgets": _runs.earlier_budgets(run_dir),
         "td_errors": [
             {**s, "abs_td_error": np.round(s.get("abs_td_error", []), 6).tolist()}
             for s in td_errors.read(run_dir / td_errors.FILE)
@@ -131,17 +133,21 @@ def published() -> dict[str, float]:
 
 
 def table_rows(summaries: list[dict], reference: dict[str, float], arms=VARIANTS) -> list[dict]:
-    """One row per run of `arms`, with the uniform run of the same game, seed and budget as the yardstick."""
-    uniform = {(s["game"], s["seed"], s["frames"]): s for s in summaries if s["variant"] == "uniform"}
+    """One row per run of `arms` and budget it reached, beside the uniform run of the same game, seed and budget.
+
+    A run extended to a larger budget has a row at each (`_runs.at_each_budget`).
+    """
+    views = _runs.at_each_budget(summaries)
+    uniform = {(s["game"], s["seed"], s["frames"]): s for s in views if s["variant"] == "uniform"}
     rows = []
-    ours = [s for s in summaries if s["variant"] in arms]
-    for s in sorted(ours, key=lambda s: (s["game"], list(arms).index(s["variant"]), s["seed"])):
+    ours = [s for s in views if s["variant"] in arms]
+    for s in sorted(ours, key=lambda s: (s["game"], list(arms).index(s["variant"]), s["seed"], s["frames"])):
         baseline = uniform.get((s["game"], s["seed"], s["frames"]))  # At the same budget only.
         rows.append({
             "game": s["game"], "variant": s["variant"], "seed": s["seed"], "frames": s["frames"],
             "episodes": s["episodes"], "last100": s["last100"], "young_tian_dqn_5M": reference[s["game"]],
             "wall_time_s": s["wall_time_s"],
-            "budgets": " ".join(map(str, _runs.budgets(s.get("run_provenance")) or [s["frames"]])),
+            "budgets": " ".join(map(str, s["budgets"])),
             "frames_to_uniform_final": frames_to_reach(s, baseline["last100"]) if baseline else None,
             "uniform_final": baseline["last100"] if baseline else None,
         })  # fmt: skip
