@@ -203,10 +203,20 @@ def but_budget(flags: list[str]) -> list[str]:
     return sorted(f for f in flags if not f.startswith("--frames="))
 
 
-def retrain_hint(had: list[str], asks: list[str], extend: bool | None, fresh_keeps: str) -> str:
-    """What to pass instead: `--fresh`, and `--extend` where the script offers it and it applies."""
+def retrain_hint(
+    had: list[str], asks: list[str], extend: bool | None, fresh_keeps: str, missing: tuple[str, str] | None = None
+) -> str:
+    """What to pass instead: `--fresh`, and `--extend` where the script offers it and it applies.
+
+    `missing`: where the run `--extend` would train on is, and what to do,
+    when it is not in this checkout (`missing_run`).
+    """
     fresh = f"pass --fresh to retrain it ({fresh_keeps})"
     if extend is not None and extends(had, asks):
+        if missing is not None:
+            where, action = missing
+            on = f"--extend would train it on to {budget(asks):,} frames from its last checkpoint"
+            return f"{fresh}; {on}, {where}: {action}"
         return f"pass --extend to train it on to {budget(asks):,} frames, or {fresh.removeprefix('pass ')}"
     return fresh
 
@@ -236,6 +246,7 @@ def summary_kept(
     eval_episodes: int | None = None,
     extend: bool | None = None,
     say: Callable[[str], None] = lambda line: print(line, flush=True),
+    run_dir: pathlib.Path | None = None,
 ) -> bool:
     """Whether the job summarised in `path` is kept, not trained again (it exists and `fresh` is off); `say`s so.
 
@@ -244,6 +255,8 @@ def summary_kept(
     (if given); another budget, say, is a `UsageError` naming `--fresh`.
     With `extend` a smaller budget is not kept: the job trains on (`train`),
     and its summary is replaced (None: the script offers no `--extend`).
+    `run_dir`, if given, is where the job's run would be: a refusal that
+    offers `--extend` says where the run is when it is not there.
     """
     if fresh or not path.exists():
         return False
@@ -261,7 +274,8 @@ def summary_kept(
     if only_had or only_asks:
         raise UsageError(
             f"{path} summarises another job (it has {', '.join(only_had) or 'none'}; this command asks "
-            f"{', '.join(only_asks) or 'none'}); {retrain_hint(had, asks, extend, 'the summary is replaced')}"
+            f"{', '.join(only_asks) or 'none'}); "
+            + retrain_hint(had, asks, extend, "the summary is replaced", run_dir and missing_run(run_dir, path))
         )
     say(f"{path.stem}: summarised earlier, kept: {kept_summary(path)}")
     return True
@@ -288,7 +302,7 @@ def jobs_to_train(
     for name, flags in jobs.items():
         summary = summaries / f"{name}.json"
         try:
-            if summary_kept(summary, fresh, flags, eval_episodes, extend, say=notices.append):
+            if summary_kept(summary, fresh, flags, eval_episodes, extend, notices.append, runs / name):
                 continue
             if extend and summary.exists():  # Not kept: a smaller budget, to train on.
                 check_resumable(runs / name, summary)
@@ -328,19 +342,25 @@ def extended(rows: list[dict]) -> list[str]:
 
 def check_resumable(run_dir: pathlib.Path, summary: pathlib.Path) -> None:
     """Refuses to extend the job `summary` describes when `run_dir` holds no run: it would train anew, not on."""
-    if (run_dir / "config.json").exists():
+    missing = missing_run(run_dir, summary)
+    if missing is None:
         return
+    where, action = missing
+    raise UsageError(
+        f"{run_dir} holds no run to train on (no config.json): --extend resumes {summary.stem} from its last "
+        f"checkpoint, {where}; {action}, or pass --fresh to train anew"
+    )
+
+
+def missing_run(run_dir: pathlib.Path, summary: pathlib.Path) -> tuple[str, str] | None:
+    """Where the run of the job `summary` describes is, and what to do, when `run_dir` holds none; else None."""
+    if (run_dir / "config.json").exists():
+        return None
     where = trained_in(summary)
     if where is not None and pathlib.Path(where).resolve() == run_dir.resolve():
         # Trained here: the run was moved or deleted since, and no other checkout has it.
-        place = "which was here and is gone; restore it there,"
-    else:
-        elsewhere = where or "the runs/ of the machine that trained it"
-        place = f"which was in {elsewhere}; run from the checkout that holds it,"
-    raise UsageError(
-        f"{run_dir} holds no run to train on (no config.json): --extend resumes {summary.stem} from its last "
-        f"checkpoint, {place} or pass --fresh to train anew"
-    )
+        return "which was here and is gone", "restore it there"
+    return f"which was in {where or 'the runs/ of the machine that trained it'}", "run from the checkout that holds it"
 
 
 def trained_in(summary: pathlib.Path) -> str | None:

@@ -160,9 +160,11 @@ def test_a_larger_budget_is_refused_without_extend_and_extend_needs_the_run_here
     """Against the committed Freeway summary: both commands stop before any training."""
     job = ["--profile=full", "--games=freeway", "--variants=uniform", "--frames=1e9"]
     refused = run(sys.executable, "-m", "reproduce.per.minatar", *job)
-    assert_one_line_usage_error(refused, "summarises another job", "pass --extend to train it on to 1,000,000,000 fr")
     if (REPO / "runs" / "reproduce" / "per_minatar_full").exists():
         pytest.skip("this checkout holds PER MinAtar runs: --extend would train them on")
+    # Their runs are not in this checkout: the refusal says where, not only to pass --extend.
+    on = "--extend would train it on to 1,000,000,000 frames from its last checkpoint, which was in"
+    assert_one_line_usage_error(refused, "summarises another job", "pass --fresh to retrain it", on)
     extend = run(sys.executable, "-m", "reproduce.per.minatar", *job, "--extend")
     assert_one_line_usage_error(extend, "holds no run to train on (no config.json): --extend resumes freeway_uniform")
 

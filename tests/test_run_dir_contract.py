@@ -231,6 +231,8 @@ def recorded_run(run_dir: pathlib.Path, command: str, commits=("abc1234567890",)
 
 @pytest.fixture
 def no_training(monkeypatch):
+    import reproduce._runs  # noqa: F401  Before Popen is refused: importing it asks git for the commit.
+
     def refuse(*args, **kwargs):
         raise AssertionError("a finished run was trained again")
 
@@ -337,6 +339,10 @@ def test_extend_replaces_a_smaller_budgets_summary_and_needs_the_run_here(tmp_pa
     job = ["--preset=p", "--env=atari:pong", "--frames=9", "--seed=0"]
     with pytest.raises(UsageError, match=r"pass --extend to train it on to 9 frames, or --fresh"):
         _runs.summary_kept(path, False, job, eval_episodes=30, extend=False)
+    # Its run is not in this checkout: --extend would be refused, so it is not what to pass.
+    on = r"--fresh to retrain it \(the summary is replaced\); --extend would train it on to 9 frames from its last"
+    with pytest.raises(UsageError, match=on + " checkpoint, which was in the runs/ of the machine that trained it"):
+        _runs.summary_kept(path, False, job, eval_episodes=30, extend=False, run_dir=tmp_path / "job")
     assert not _runs.summary_kept(path, False, job, eval_episodes=30, extend=True)
     assert "job: summarised at 7 frames, extending to 9" in capsys.readouterr().out
     assert _runs.summary_kept(path, False, [*job[:2], "--frames=7", "--seed=0"], eval_episodes=30, extend=True)
@@ -351,6 +357,8 @@ def test_extend_replaces_a_smaller_budgets_summary_and_needs_the_run_here(tmp_pa
     (tmp_path / "job").mkdir()
     (tmp_path / "job" / "config.json").write_text("{}")
     _runs.check_resumable(tmp_path / "job", path)  # A run to train on: no error.
+    with pytest.raises(UsageError, match=r"pass --extend to train it on to 9 frames, or --fresh"):
+        _runs.summary_kept(path, False, job, extend=False, run_dir=tmp_path / "job")
 
 
 def test_an_extended_runs_summary_gives_the_budget_it_was_trained_to(tmp_path):
