@@ -379,13 +379,13 @@ def per_minatar(base: pathlib.Path) -> Cells:
     budget (`minatar.md`'s own count), each run."""
     rows, text = read_csv(base), read_md(base)
     missing = re.search(r"Not run yet: (.*)\.$", text, re.MULTILINE)
-    total = len(rows) + (len(missing.group(1).split(", ")) if missing else 0)
     counted = re.findall(r"^Runs of ([\d,]+) frames at or above Y&T's DQN \(at 5M\): (.*) games\.$", text, re.MULTILINE)
-    scores = grouped(rows, lambda r: f"{r['game']} {r['variant']}", "last100")
+    runs, scores = minatar_scores(rows)
+    total = runs + (len(missing.group(1).split(", ")) if missing else 0)
     dqn = {r["game"]: r["young_tian_dqn_5M"] for r in rows}
     # The DQN column is results/published/minatar_young2019_5M.csv's (Young & Tian 2019, 5M frames).
     return Cells(
-        f"{len(rows)} of {total} runs in; games at/above Y&T's DQN: "
+        f"{runs} of {total} runs in; games at/above Y&T's DQN: "
         + "; ".join(f"{counts} (runs of {frames} frames)" for frames, counts in counted)
         + "; last-100 return: "
         + ", ".join(f"{k} {v}" for k, v in scores.items()),
@@ -395,9 +395,19 @@ def per_minatar(base: pathlib.Path) -> Cells:
 
 def per_arms(base: pathlib.Path) -> Cells:
     """Each arm's last-100 return (a MinAtar side study: App. Fig. 12, the update ratio, the step size)."""
-    rows = read_csv(base)
-    scores = grouped(rows, lambda r: f"{r['game']} {r['variant']}", "last100")
-    return Cells(f"{len(rows)} runs; last-100 return: " + ", ".join(f"{k} {v}" for k, v in scores.items()))
+    runs, scores = minatar_scores(read_csv(base))
+    return Cells(f"{runs} runs; last-100 return: " + ", ".join(f"{k} {v}" for k, v in scores.items()))
+
+
+def minatar_scores(rows: list[dict[str, str]]) -> tuple[int, dict[str, str]]:
+    """A MinAtar table's runs, and its last-100 returns per game and arm, named by budget if it has several.
+
+    A run extended to a larger budget has a row at each (`reproduce.per.minatar`): one run.
+    """
+    several = len({r["frames"] for r in rows}) > 1
+    runs = len({(r["game"], r["variant"], r["seed"]) for r in rows})
+    at = (lambda r: f" at {int(r['frames']) / 1e6:g}M") if several else (lambda r: "")
+    return runs, grouped(rows, lambda r: f"{r['game']} {r['variant']}{at(r)}", "last100")
 
 
 def per_atari(base: pathlib.Path) -> Cells:

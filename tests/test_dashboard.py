@@ -80,6 +80,22 @@ def test_per_minatar_counts_the_runs_in_against_those_its_table_names_missing(tm
     assert (paper, commits) == ("Young & Tian DQN, 5M frames: breakout 10.3", "`ccccccc`")
 
 
+def test_a_side_study_counts_an_extended_run_once_and_names_each_budgets_score(tmp_path):
+    write(
+        tmp_path / "per/full/step_size.csv",
+        "game,variant,seed,frames,last100\n"
+        "breakout,uniform,0,2000000,5.0\n"
+        "breakout,uniform_small_step,0,2000000,7.0\n"
+        "breakout,uniform_small_step,0,5000000,9.5\n",  # The same run, extended.
+    )
+    write(tmp_path / "per/full/step_size.provenance.json", record("c" * 40))
+    ours, _, _ = dashboard.cells(study("per/full/step_size"), tmp_path)
+    assert ours == (
+        "2 runs; last-100 return: breakout uniform at 2M 5.0, breakout uniform_small_step at 2M 7.0, "
+        "breakout uniform_small_step at 5M 9.5"
+    )
+
+
 def test_laser_study_before_its_table_lists_the_jobs_in(tmp_path):
     runs = tmp_path / "laser/full/minatar_runs"
     summary = {"arm": "replay50", "game": "breakout", "seed": 0, "label": "50% replay", "last100": 6.5}

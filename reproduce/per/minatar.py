@@ -48,8 +48,9 @@ times, possibly on different machines:
   budget a run reached, counts Y&T's target per budget, and sets a variant
   beside the uniform run of the same budget only.
 
-Outputs: minatar.csv (one row per game x variant x seed: `game, variant,
-seed, frames, last100, ...`), minatar.md, minatar.png, minatar.provenance.json.
+Outputs: minatar.csv (one row per game x variant x seed, and per budget of an
+extended run: `game, variant, seed, frames, last100, ...`), minatar.md,
+minatar.png, minatar.provenance.json.
 """
 
 from __future__ import annotations
