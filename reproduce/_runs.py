@@ -121,10 +121,16 @@ def budgets(record: dict | None) -> list[int]:
     last segment's is the run's budget either way.
     """
     segments = recorded_segments(record)
-    found = [s.get("total_frames") or budget(command_flags(s.get("command")) or []) for s in segments]
+    found = [segment_budget(s) for s in segments]
     next_starts = [s.get("frames_at_start") for s in segments[1:]] + [None]
     reached = (b for b, start in zip(found, next_starts) if b is not None and (start is None or start >= b))
     return list(dict.fromkeys(int(b) for b in reached))
+
+
+def segment_budget(segment: dict) -> int | None:
+    """The budget one start of a run trained toward: its own `total_frames`, else its command's `--frames`."""
+    found = segment.get("total_frames") or budget(command_flags(segment.get("command")) or [])
+    return None if found is None else int(found)
 
 
 def recorded_segments(record: dict | None) -> list[dict]:
@@ -275,7 +281,7 @@ def summary_kept(
         raise UsageError(
             f"{path} summarises another job (it has {', '.join(only_had) or 'none'}; this command asks "
             f"{', '.join(only_asks) or 'none'}); "
-            + retrain_hint(had, asks, extend, "the summary is replaced", run_dir and missing_run(run_dir, path))
+            + retrain_hint(had, asks, extend, "the summary is replaced", run_dir and missing_run(run_dir, path, False))
         )
     say(f"{path.stem}: summarised earlier, kept: {kept_summary(path)}")
     return True
@@ -322,10 +328,16 @@ def jobs_to_train(
 def extended(rows: list[dict]) -> list[str]:
     """A study table's note on its runs trained on to a larger budget (`--extend`), if any.
 
-    `rows` carry `game`, `variant`, `seed` and `budgets` (`budgets` of the
-    run's provenance, space-separated).
+    `rows` carry `game`, `variant`, `seed` and `budgets` (the budgets the run
+    had reached at the row's, space-separated): a run with a row per budget
+    (`at_each_budget`) is named once, by its row of the most.
     """
-    runs = [r for r in rows if " " in r["budgets"]]
+    latest = {}
+    for row in rows:
+        job = (row["game"], row["variant"], row["seed"])
+        if len(row["budgets"].split()) > len(latest.get(job, {"budgets": ""})["budgets"].split()):
+            latest[job] = row
+    runs = [r for r in latest.values() if " " in r["budgets"]]
     if not runs:
         return []
     trained = "; ".join(
@@ -342,7 +354,7 @@ def extended(rows: list[dict]) -> list[str]:
 
 def check_resumable(run_dir: pathlib.Path, summary: pathlib.Path) -> None:
     """Refuses to extend the job `summary` describes when `run_dir` holds no run: it would train anew, not on."""
-    missing = missing_run(run_dir, summary)
+    missing = missing_run(run_dir, summary, extending=True)
     if missing is None:
         return
     where, action = missing
@@ -352,15 +364,19 @@ def check_resumable(run_dir: pathlib.Path, summary: pathlib.Path) -> None:
     )
 
 
-def missing_run(run_dir: pathlib.Path, summary: pathlib.Path) -> tuple[str, str] | None:
-    """Where the run of the job `summary` describes is, and what to do, when `run_dir` holds none; else None."""
+def missing_run(run_dir: pathlib.Path, summary: pathlib.Path, extending: bool) -> tuple[str, str] | None:
+    """Where the run of the job `summary` describes is, and what to do, when `run_dir` holds none; else None.
+
+    `extending`: the command already passes `--extend`.
+    """
     if (run_dir / "config.json").exists():
         return None
     where = trained_in(summary)
     if where is not None and pathlib.Path(where).resolve() == run_dir.resolve():
         # Trained here: the run was moved or deleted since, and no other checkout has it.
-        return "which was here and is gone", "restore it there"
-    return f"which was in {where or 'the runs/ of the machine that trained it'}", "run from the checkout that holds it"
+        return "which was here and is gone", "restore it there" + ("" if extending else ", then pass --extend")
+    elsewhere = f"which was in {where or 'the runs/ of the machine that trained it'}"
+    return elsewhere, ("run" if extending else "pass --extend") + " from the checkout that holds it"
 
 
 def trained_in(summary: pathlib.Path) -> str | None:
@@ -415,7 +431,9 @@ def earlier_budgets(run_dir: pathlib.Path, curve_points: int = 200) -> list[dict
     frames, returns = read_episodes(run_dir)
     scores = []
     for reached in budgets(record)[:-1]:
-        resumed = next(i for i, s in enumerate(segments) if (s.get("frames_at_start") or 0) >= reached)
+        # The first start toward a larger budget: a start that only finished this one (killed after its
+        # last checkpoint, before final.json) is still this budget's, and so is its wall time.
+        resumed = next(i for i, s in enumerate(segments) if (segment_budget(s) or 0) > reached)
         end = segments[resumed]["frames_at_start"]
         before = frames <= end
         wall_time_s = sum(s.get("wall_time_s") or 0.0 for s in segments[:resumed])

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 import sys
 
 import matplotlib.image
@@ -160,10 +161,11 @@ def test_a_larger_budget_is_refused_without_extend_and_extend_needs_the_run_here
     """Against the committed Freeway summary: both commands stop before any training."""
     job = ["--profile=full", "--games=freeway", "--variants=uniform", "--frames=1e9"]
     refused = run(sys.executable, "-m", "reproduce.per.minatar", *job)
-    if (REPO / "runs" / "reproduce" / "per_minatar_full").exists():
-        pytest.skip("this checkout holds PER MinAtar runs: --extend would train them on")
-    # Their runs are not in this checkout: the refusal says where, not only to pass --extend.
-    on = "--extend would train it on to 1,000,000,000 frames from its last checkpoint, which was in"
+    if (REPO / "runs" / "reproduce" / "per_minatar_full" / "freeway_uniform_s0" / "config.json").exists():
+        assert_one_line_usage_error(refused, "summarises another job", "pass --extend to train it on to 1,000,000,0")
+        pytest.skip("this checkout holds the PER MinAtar run: --extend would train it on")
+    # Its run is not in this checkout: the refusal says where it was, not only to pass --extend.
+    on = "--extend would train it on to 1,000,000,000 frames from its last checkpoint, which was"
     assert_one_line_usage_error(refused, "summarises another job", "pass --fresh to retrain it", on)
     extend = run(sys.executable, "-m", "reproduce.per.minatar", *job, "--extend")
     assert_one_line_usage_error(extend, "holds no run to train on (no config.json): --extend resumes freeway_uniform")
@@ -212,24 +214,27 @@ def extended_run(run_dir, episode_frames):
     segments = [
         {"frames_at_start": 0, "total_frames": 2_000_000, "wall_time_s": 50.0},
         {"frames_at_start": 1_000_000, "total_frames": 2_000_000, "wall_time_s": 60.0},  # Resumed after a stop.
-        {"frames_at_start": 2_000_000, "total_frames": 5_000_000, "wall_time_s": 150.0},  # --extend.
+        # Killed after its last checkpoint (2,000,040: past the budget), before final.json: this start finished it.
+        {"frames_at_start": 2_000_040, "total_frames": 2_000_000, "wall_time_s": 5.0},
+        {"frames_at_start": 2_000_040, "total_frames": 5_000_000, "wall_time_s": 150.0},  # --extend.
     ]
     (run_dir / "provenance.json").write_text(json.dumps({"segments": segments}))
     (run_dir / "config.json").write_text(json.dumps({"total_frames": 2_000_000}))
 
 
 def test_an_extended_run_keeps_its_score_at_the_budget_it_was_extended_from(tmp_path):
-    frames = list(range(10_000, 5_000_001, 10_000))  # An episode every 10K frames, returning frames / 1M.
-    extended_run(tmp_path / "run", frames)
+    frames = [*range(10_000, 2_000_001, 10_000), 2_000_040, *range(2_010_000, 5_000_001, 10_000)]
+    extended_run(tmp_path / "run", frames)  # An episode every 10K frames (and at 2,000,040), returning frames / 1M.
     (at_2m,) = _runs.earlier_budgets(tmp_path / "run", curve_points=5)
-    # The last 100 episodes up to 2M frames: 1.01 ... 2.00; the sittings before the extension: 110 s.
-    assert at_2m["budget"] == at_2m["frames"] == 2_000_000 and at_2m["episodes"] == 200
-    assert at_2m["last100"] == pytest.approx(1.505) and at_2m["wall_time_s"] == 110.0
-    assert at_2m["curve"]["frames"][-1] == 2_000_000
-    final = _runs.summarise_run(tmp_path / "run", {"frames": 5_000_000, "wall_time_s": 260.0}, curve_points=5)
-    assert final["last100"] == pytest.approx(4.505) and final["episodes"] == 500
+    # The last 100 episodes up to 2,000,040 frames: 1.02 ... 2.00, 2.00004; the starts before the extension: 115 s.
+    assert at_2m["budget"] == 2_000_000 and at_2m["frames"] == 2_000_040 and at_2m["episodes"] == 201
+    assert at_2m["last100"] == pytest.approx((sum(range(102, 201)) / 100 + 2.00004) / 100, abs=1e-3)
+    assert at_2m["wall_time_s"] == 115.0 and at_2m["curve"]["frames"][-1] == 2_000_040
+    final = _runs.summarise_run(tmp_path / "run", {"frames": 5_000_000, "wall_time_s": 265.0}, curve_points=5)
+    assert final["last100"] == pytest.approx(4.505) and final["episodes"] == 501
     extended_run(tmp_path / "once", frames[:200])
-    (tmp_path / "once" / "provenance.json").write_text(json.dumps({"segments": []}))
+    once = [{"frames_at_start": 0, "total_frames": 2_000_000, "wall_time_s": 50.0}]
+    (tmp_path / "once" / "provenance.json").write_text(json.dumps({"segments": once}))
     assert _runs.earlier_budgets(tmp_path / "once") == []  # A run of one budget has no earlier scores.
 
 
@@ -259,3 +264,14 @@ def test_the_table_has_a_row_at_each_budget_an_extended_run_reached():
         "Runs of 5,000,000 frames at or above Y&T's DQN (at 5M): proportional 1 of 1 games.",
     ]
     assert _runs.extended(rows)[1].count("breakout proportional seed 0") == 1
+    on_to_10m = {
+        **extended, "frames": 10_000_000, "run_provenance": {"segments": [
+            *extended["run_provenance"]["segments"], {"total_frames": 10_000_000, "frames_at_start": 5_000_000},
+        ]},
+        "earlier_budgets": [*extended["earlier_budgets"], {**extended["earlier_budgets"][0], "budget": 5_000_000,
+                                                            "frames": 5_000_000}],
+    }  # fmt: skip
+    rows = minatar.table_rows([on_to_10m], {"breakout": 10.3})
+    assert [r["budgets"] for r in rows] == ["2000000", "2000000 5000000", "2000000 5000000 10000000"]
+    (note,) = re.findall(r"breakout proportional seed 0: [^;]*frames", _runs.extended(rows)[1])  # Named once.
+    assert note == "breakout proportional seed 0: to 2,000,000, then 5,000,000, then 10,000,000 frames"

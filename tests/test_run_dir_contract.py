@@ -341,7 +341,8 @@ def test_extend_replaces_a_smaller_budgets_summary_and_needs_the_run_here(tmp_pa
         _runs.summary_kept(path, False, job, eval_episodes=30, extend=False)
     # Its run is not in this checkout: --extend would be refused, so it is not what to pass.
     on = r"--fresh to retrain it \(the summary is replaced\); --extend would train it on to 9 frames from its last"
-    with pytest.raises(UsageError, match=on + " checkpoint, which was in the runs/ of the machine that trained it"):
+    elsewhere = " checkpoint, which was in the runs/ of the machine that trained it: pass --extend from the checkout"
+    with pytest.raises(UsageError, match=on + elsewhere):
         _runs.summary_kept(path, False, job, eval_episodes=30, extend=False, run_dir=tmp_path / "job")
     assert not _runs.summary_kept(path, False, job, eval_episodes=30, extend=True)
     assert "job: summarised at 7 frames, extending to 9" in capsys.readouterr().out
@@ -354,6 +355,8 @@ def test_extend_replaces_a_smaller_budgets_summary_and_needs_the_run_here(tmp_pa
     path.write_text(json.dumps({"run_provenance": {"command": f"{command} --run_dir {tmp_path / 'job'}"}}))
     with pytest.raises(UsageError, match="its last checkpoint, which was here and is gone; restore it there, or pass"):
         _runs.check_resumable(tmp_path / "job", path)
+    with pytest.raises(UsageError, match="which was here and is gone: restore it there, then pass --extend$"):
+        _runs.summary_kept(path, False, job, extend=False, run_dir=tmp_path / "job")
     (tmp_path / "job").mkdir()
     (tmp_path / "job" / "config.json").write_text("{}")
     _runs.check_resumable(tmp_path / "job", path)  # A run to train on: no error.
