@@ -264,6 +264,7 @@ def test_the_table_has_a_row_at_each_budget_an_extended_run_reached():
         "Runs of 5,000,000 frames at or above Y&T's DQN (at 5M): proportional 1 of 1 games.",
     ]
     assert _runs.extended(rows)[1].count("breakout proportional seed 0") == 1
+    assert minatar.side_markdown("a side study", (), rows, "full").endswith(_runs.extended(rows)[1] + "\n")
     on_to_10m = {
         **extended, "frames": 10_000_000, "run_provenance": {"segments": [
             *extended["run_provenance"]["segments"], {"total_frames": 10_000_000, "frames_at_start": 5_000_000},

@@ -270,7 +270,7 @@ STEP_TEXT = (
 def side_markdown(title: str, text: tuple[str, ...], rows: list[dict], profile: str, notes: list[str] = ()) -> str:
     """A side study's table (App. Fig. 12, the update ratio): each arm's score, wall time and frames to uniform's.
 
-    `notes`, if any, follow the table.
+    `notes`, if any, follow the table, and then which runs were trained on to a larger budget.
     """
     lines = [
         reproduce.heading(f"Reduced scale: {title}", profile),
@@ -287,6 +287,7 @@ def side_markdown(title: str, text: tuple[str, ...], rows: list[dict], profile: 
         )
     if notes:
         lines += ["", *notes]
+    lines += _runs.extended(rows)
     return "\n".join(lines) + "\n"
 
 
