@@ -716,9 +716,10 @@ STUDIES: tuple[Study, ...] = (
         "Prioritized replay",
         "Uniform Double DQN at the prioritized variants' step size (a quarter of uniform's), beside all three "
         "variants",
-        "`python -m reproduce.per.minatar --profile full --games G --variants uniform_small_step`",
+        "`python -m reproduce.per.minatar --profile full --games G --variants uniform_small_step "
+        "[--frames N --extend]`",
         "`per/full/step_size.{csv,md,png}`",
-        "reduced: MinAtar, 2M frames per run, 1 seed",
+        "reduced: MinAtar, 2M frames per run (two small-step runs also trained on to Young & Tian's 5M), 1 seed",
         "per/full/step_size",
         per_arms,
     ),
