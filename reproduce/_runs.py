@@ -224,6 +224,8 @@ def retrain_hint(
             on = f"--extend would train it on to {budget(asks):,} frames from its last checkpoint"
             return f"{fresh}; {on}, {where}: {action}"
         return f"pass --extend to train it on to {budget(asks):,} frames, or {fresh.removeprefix('pass ')}"
+    if extend is not None and extends(asks, had):
+        return f"its run was trained past {budget(asks):,} frames and --extend only trains on; {fresh}"
     return fresh
 
 
@@ -258,7 +260,8 @@ def summary_kept(
 
     A summary is kept only for the job asked: its run's `_JOB_FLAGS` must be
     the job's training `flags`, and its evaluation the `eval_episodes` asked
-    (if given); another budget, say, is a `UsageError` naming `--fresh`.
+    (if given); another budget, say, is a `UsageError` naming `--fresh`,
+    except one the run was extended past (its summary's `earlier_budgets`).
     With `extend` a smaller budget is not kept: the job trains on (`train`),
     and its summary is replaced (None: the script offers no `--extend`).
     `run_dir`, if given, is where the job's run would be: a refusal that
@@ -273,6 +276,10 @@ def summary_kept(
     if extend and extends(had, asks):
         say(f"{path.stem}: summarised at {budget(had):,} frames, extending to {budget(asks):,}")
         return False
+    passed = {int(earlier["budget"]) for earlier in summary.get("earlier_budgets", [])}
+    if budget(asks) in passed and but_budget(had) == but_budget(asks):  # Extended past it: its score is kept.
+        say(f"{path.stem}: summarised at {budget(had):,} frames with its {budget(asks):,}, kept: {kept_summary(path)}")
+        return True
     if eval_episodes is not None:
         had.append(f"{summary['eval']['episodes']} evaluation episodes")
         asks.append(f"{eval_episodes} evaluation episodes")

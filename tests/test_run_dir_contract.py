@@ -364,6 +364,21 @@ def test_extend_replaces_a_smaller_budgets_summary_and_needs_the_run_here(tmp_pa
         _runs.summary_kept(path, False, job, extend=False, run_dir=tmp_path / "job")
 
 
+def test_a_summary_extended_past_a_budget_keeps_that_budgets_job_and_refuses_one_it_never_scored(tmp_path, capsys):
+    from reproduce import _runs
+
+    path = tmp_path / "job.json"
+    command = "python -m per.train --preset=p --frames=9 --seed=0"
+    path.write_text(json.dumps({"run_provenance": {"command": command}, "earlier_budgets": [{"budget": 7}]}))
+    for extend in (False, True):
+        assert _runs.summary_kept(path, False, ["--preset=p", "--frames=7", "--seed=0"], extend=extend)
+        assert "job: summarised at 9 frames with its 7, kept" in capsys.readouterr().out
+    with pytest.raises(UsageError, match="its run was trained past 8 frames and --extend only trains on; pass --fr"):
+        _runs.summary_kept(path, False, ["--preset=p", "--frames=8", "--seed=0"], extend=True)
+    with pytest.raises(UsageError, match="summarises another job"):  # Another preset at that budget is another job.
+        _runs.summary_kept(path, False, ["--preset=q", "--frames=7", "--seed=0"], extend=True)
+
+
 def test_an_extended_runs_summary_gives_the_budget_it_was_trained_to(tmp_path):
     from reproduce import _runs
 
