@@ -339,10 +339,10 @@ def extended(rows: list[dict]) -> list[str]:
     had reached at the row's, space-separated): a run with a row per budget
     (`at_each_budget`) is named once, by its row of the most.
     """
-    latest = {}
+    latest: dict[tuple, dict] = {}
     for row in rows:
         job = (row["game"], row["variant"], row["seed"])
-        if len(row["budgets"].split()) > len(latest.get(job, {"budgets": ""})["budgets"].split()):
+        if job not in latest or len(row["budgets"].split()) > len(latest[job]["budgets"].split()):
             latest[job] = row
     runs = [r for r in latest.values() if " " in r["budgets"]]
     if not runs:
