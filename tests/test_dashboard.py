@@ -22,6 +22,17 @@ def test_committed_dashboard_record_names_the_records_it_was_read_from():
     assert committed["command"] == "python -m reproduce.dashboard" and committed["frames"] is None
 
 
+def test_every_committed_record_was_written_from_a_clean_commit():
+    # A record written from a dirty tree names code no commit holds, so its result cannot be regenerated.
+    # Runs' own segments may be dirty (the dashboard marks them); the record that assembled them may not.
+    dirty = [
+        str(path.relative_to(dashboard.RESULTS))
+        for path in sorted(dashboard.RESULTS.rglob("*.provenance.json"))
+        if json.loads(path.read_text()).get("dirty", False)
+    ]
+    assert not dirty, f"written from a dirty tree: {dirty}; rerun their commands from a clean checkout"
+
+
 def test_the_dashboards_record_lists_only_studies_with_a_record(tmp_path):
     first, second = dashboard.STUDIES[0].stem, dashboard.STUDIES[1].stem
     write(tmp_path / f"{first}.provenance.json", record("0123456789abcdef"))
