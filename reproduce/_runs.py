@@ -243,7 +243,9 @@ def kept_summary(path: pathlib.Path) -> str:
     """ "PATH (commit C)": a job summary a study keeps, and the commits of the runs it came from."""
     summary = json.loads(path.read_text())
     records = [summary.get("run_provenance"), *(a.get("run_provenance") for a in summary.get("agents", []))]
-    commits = dict.fromkeys(str(r.get("commit", "unknown"))[:10] for r in records if r)
+    # Every segment's: an extended run was trained by more than one commit.
+    segments = [s for r in records if r for s in recorded_segments(r)]
+    commits = dict.fromkeys(str(s.get("commit", "unknown"))[:10] for s in segments)
     return f"{path} (commit {' and '.join(commits) or 'unknown'})"
 
 
@@ -285,10 +287,12 @@ def summary_kept(
         asks.append(f"{eval_episodes} evaluation episodes")
     only_had, only_asks = sorted(set(had) - set(asks)), sorted(set(asks) - set(had))
     if only_had or only_asks:
+        hint = retrain_hint(had, asks, extend, "the summary is replaced", run_dir and missing_run(run_dir, path, False))
+        if None not in (budget(had), budget(asks)) and but_budget(had) == but_budget(asks):  # Another budget.
+            raise UsageError(f"{path} summarises this job at {budget(had):,} frames, not {budget(asks):,}; {hint}")
         raise UsageError(
             f"{path} summarises another job (it has {', '.join(only_had) or 'none'}; this command asks "
-            f"{', '.join(only_asks) or 'none'}); "
-            + retrain_hint(had, asks, extend, "the summary is replaced", run_dir and missing_run(run_dir, path, False))
+            f"{', '.join(only_asks) or 'none'}); {hint}"
         )
     say(f"{path.stem}: summarised earlier, kept: {kept_summary(path)}")
     return True
@@ -354,8 +358,9 @@ def extended(rows: list[dict]) -> list[str]:
     return [
         "",
         f"Trained on to a larger budget (resumed from the last checkpoint): {trained} frames. A resume with a "
-        "larger budget takes beta from its value then to 1 at the new budget (so it stays 1 in a run extended "
-        "after it finished); epsilon's schedule counts agent steps and is not affected.",
+        "larger budget takes an annealed beta (the prioritized variants') from its value then to 1 at the new "
+        "budget (so it stays 1 in a run extended after it finished); epsilon's schedule counts agent steps and "
+        "is not affected.",
     ]
 
 

@@ -143,10 +143,11 @@ def test_the_script_offers_extend_for_a_larger_budget_and_checks_the_run_is_here
     frames = "--frames=1e9"  # Larger than any committed run's budget.
     refused = run(sys.executable, "-m", "reproduce.per.atari", "--profile=full", frames)
     if (REPO / "runs" / "reproduce" / "per_atari_full").exists():
-        assert_one_line_usage_error(refused, "summarises another job", "--extend")
+        at = "summarises this job at 3,200,000 frames, not 1,000,000,000"
+        assert_one_line_usage_error(refused, at, "pass --extend to train it on to 1,000,000,000")
         pytest.skip("this checkout holds PER Atari runs: --extend would train them on")
     # Their runs are not in this checkout: the refusal says where they were, not only to pass --extend.
     on = "--extend would train it on to 1,000,000,000 frames from its last checkpoint, which was"
-    assert_one_line_usage_error(refused, "summarises another job", "pass --fresh to retrain it", on)
+    assert_one_line_usage_error(refused, "summarises this job at 3,200,000 frames", "pass --fresh to retrain it", on)
     extend = run(sys.executable, "-m", "reproduce.per.atari", "--profile=full", frames, "--extend")
     assert_one_line_usage_error(extend, "holds no run to train on (no config.json): --extend resumes breakout_")

@@ -162,11 +162,12 @@ def test_a_larger_budget_is_refused_without_extend_and_extend_needs_the_run_here
     job = ["--profile=full", "--games=freeway", "--variants=uniform", "--frames=1e9"]
     refused = run(sys.executable, "-m", "reproduce.per.minatar", *job)
     if (REPO / "runs" / "reproduce" / "per_minatar_full" / "freeway_uniform_s0" / "config.json").exists():
-        assert_one_line_usage_error(refused, "summarises another job", "pass --extend to train it on to 1,000,000,0")
+        at = "summarises this job at 2,000,000 frames, not 1,000,000,000"
+        assert_one_line_usage_error(refused, at, "pass --extend to train it on to 1,000,000,000")
         pytest.skip("this checkout holds the PER MinAtar run: --extend would train it on")
     # Its run is not in this checkout: the refusal says where it was, not only to pass --extend.
     on = "--extend would train it on to 1,000,000,000 frames from its last checkpoint, which was"
-    assert_one_line_usage_error(refused, "summarises another job", "pass --fresh to retrain it", on)
+    assert_one_line_usage_error(refused, "summarises this job at 2,000,000 frames", "pass --fresh to retrain it", on)
     extend = run(sys.executable, "-m", "reproduce.per.minatar", *job, "--extend")
     assert_one_line_usage_error(extend, "holds no run to train on (no config.json): --extend resumes freeway_uniform")
 

@@ -456,6 +456,10 @@ def test_a_kept_summary_names_the_commits_of_its_runs(tmp_path):
     sweep.write_text(json.dumps({"agents": agents}))
     assert _runs.kept_summary(single) == f"{single} (commit 0123456789)"
     assert _runs.kept_summary(sweep) == f"{sweep} (commit aaaaaaaaaa and bbbbbbbbbb)"
+    extended = tmp_path / "extended.json"
+    segments = [{"commit": c} for c in ("cccccccccccc", "dddddddddddd")]
+    extended.write_text(json.dumps({"run_provenance": {"commit": "dddddddddddd", "segments": segments}}))
+    assert _runs.kept_summary(extended) == f"{extended} (commit cccccccccc and dddddddddd)"
 
 
 def test_a_summary_is_kept_only_for_the_job_asked(tmp_path, capsys):
@@ -468,7 +472,7 @@ def test_a_summary_is_kept_only_for_the_job_asked(tmp_path, capsys):
     assert _runs.summary_kept(path, False, [*job, "--config_override=b=2"], eval_episodes=30)
     assert "job: summarised earlier, kept" in capsys.readouterr().out
     assert not _runs.summary_kept(path, True, job)
-    with pytest.raises(UsageError, match=r"it has --frames=7; this command asks --frames=9\); pass --fresh"):
+    with pytest.raises(UsageError, match=r"job.json summarises this job at 7 frames, not 9; pass --fresh"):
         _runs.summary_kept(path, False, [*job[:2], "--frames=9", "--seed=0"])
     with pytest.raises(UsageError, match=r"has 30 evaluation episodes; this command asks 100 evaluation episodes"):
         _runs.summary_kept(path, False, job, eval_episodes=100)
