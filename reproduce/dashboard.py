@@ -387,8 +387,7 @@ def per_minatar(base: pathlib.Path) -> Cells:
     return Cells(
         f"{runs} of {total} runs in; games at/above Y&T's DQN: "
         + "; ".join(f"{counts} (runs of {frames} frames)" for frames, counts in counted)
-        + "; last-100 return: "
-        + ", ".join(f"{k} {v}" for k, v in scores.items()),
+        + f"; {scores}",
         "Young & Tian DQN, 5M frames: " + ", ".join(f"{game} {score}" for game, score in dqn.items()),
     )
 
@@ -396,18 +395,24 @@ def per_minatar(base: pathlib.Path) -> Cells:
 def per_arms(base: pathlib.Path) -> Cells:
     """Each arm's last-100 return (a MinAtar side study: App. Fig. 12, the update ratio, the step size)."""
     runs, scores = minatar_scores(read_csv(base))
-    return Cells(f"{runs} runs; last-100 return: " + ", ".join(f"{k} {v}" for k, v in scores.items()))
+    return Cells(f"{runs} runs; {scores}")
 
 
-def minatar_scores(rows: list[dict[str, str]]) -> tuple[int, dict[str, str]]:
-    """A MinAtar table's runs, and its last-100 returns per game and arm, named by budget if it has several.
+def minatar_scores(rows: list[dict[str, str]]) -> tuple[int, str]:
+    """A MinAtar table's runs, and its last-100 returns per game and arm, grouped by budget if it has several.
 
     A run extended to a larger budget has a row at each (`reproduce.per.minatar`): one run.
     """
-    several = len({r["frames"] for r in rows}) > 1
     runs = len({(r["game"], r["variant"], r["seed"]) for r in rows})
-    at = (lambda r: f" at {int(r['frames']) / 1e6:g}M") if several else (lambda r: "")
-    return runs, grouped(rows, lambda r: f"{r['game']} {r['variant']}{at(r)}", "last100")
+    budgets = sorted({int(r["frames"]) for r in rows})
+
+    def scores(of: list[dict[str, str]]) -> str:
+        return ", ".join(f"{k} {v}" for k, v in grouped(of, lambda r: f"{r['game']} {r['variant']}", "last100").items())
+
+    if len(budgets) == 1:
+        return runs, f"last-100 return: {scores(rows)}"
+    at = (f"at {b / 1e6:g}M: {scores([r for r in rows if int(r['frames']) == b])}" for b in budgets)
+    return runs, "last-100 return " + "; ".join(at)
 
 
 def per_atari(base: pathlib.Path) -> Cells:

@@ -102,8 +102,8 @@ def test_a_side_study_counts_an_extended_run_once_and_names_each_budgets_score(t
     write(tmp_path / "per/full/step_size.provenance.json", record("c" * 40))
     ours, _, _ = dashboard.cells(study("per/full/step_size"), tmp_path)
     assert ours == (
-        "2 runs; last-100 return: breakout uniform at 2M 5.0, breakout uniform_small_step at 2M 7.0, "
-        "breakout uniform_small_step at 5M 9.5"
+        "2 runs; last-100 return at 2M: breakout uniform 5.0, breakout uniform_small_step 7.0; "
+        "at 5M: breakout uniform_small_step 9.5"
     )
 
 
