@@ -224,16 +224,22 @@ def plot(
 ) -> None:
     """Each game's training curves (100-episode mean) per arm, Y&T's DQN at 5M as a line."""
     games = [g for g in GAMES if any(s["game"] == g for s in summaries)]
+    # One line style per seed, named in the legend when there are several (e.g. a 5M run of another seed).
+    seeds = sorted({s["seed"] for s in summaries})
+    styles = dict(zip(seeds, ["-", "--", "-.", (0, (1, 3))] * len(seeds)))  # Y&T's line is dotted.
     fig, axes = plt.subplots(1, len(games), figsize=(4 * len(games), 3.6), squeeze=False)
     for ax, game in zip(axes[0], games):
         for arm in arms:
             for s in (s for s in summaries if s["game"] == game and s["variant"] == arm):
-                label = arm if s["seed"] == min(x["seed"] for x in summaries) else None
-                ax.plot(s["curve"]["frames"], s["curve"]["trailing100"], color=ARM_COLOURS[arm], lw=1, label=label)
+                label = arm + (f", seed {s['seed']}" if len(seeds) > 1 else "")
+                style = dict(color=ARM_COLOURS[arm], ls=styles[s["seed"]], lw=1, label=label)
+                ax.plot(s["curve"]["frames"], s["curve"]["trailing100"], **style)
         ax.axhline(reference[game], color="grey", ls=":", label="Y&T DQN at 5M")
         ax.set(title=game, xlabel="frames")
     axes[0][0].set_ylabel("training return (100-episode mean)")
-    axes[0][0].legend(fontsize=7)
+    # Every panel's lines in one legend: a seed may have run on some games only.
+    named = {label: line for ax in axes[0] for line, label in zip(*ax.get_legend_handles_labels())}
+    axes[0][0].legend(named.values(), named.keys(), fontsize=7)
     budget = ", ".join(f"{f:,}" for f in sorted({s["frames"] for s in summaries}))
     # Wrapped to the panels' width: one game's panel is narrower than a side study's title.
     heading = textwrap.fill(title[0].upper() + title[1:], width=45 * len(games))
