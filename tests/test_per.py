@@ -191,6 +191,44 @@ def test_reverb_rank_based_sampling_follows_ranks_with_the_default_rerank_interv
     assert_frequencies_match(sample_counts(buffer, n), expected_probabilities(config, td))
 
 
+def test_rank_tracker_between_reranks_ranks_an_update_in_the_last_snapshot():
+    """PER App. B.2.1's approximation: rank(i) = U + #{snapshot items with larger |delta|} + 1, p = rank^-alpha."""
+    alpha, table_size = 0.7, 12
+    tracker = replay.RankTracker(alpha, capacity=100)
+    known = np.array([0.5, 2.0, 1.0, 4.0, 3.0, 1.0])
+    tracker.priorities(list(range(6)), list(range(6)), known)
+    assert tracker.is_stale()  # No snapshot yet: every item would rank 1.
+    exact = tracker.rerank(table_size)
+    unseen = table_size - len(known)  # U: items never sampled hold rank 1's priority, so rank above all.
+    # Exact ranks by |delta|, ties in the order the items became known (keys 2 then 5).
+    assert exact == {key: (unseen + rank) ** -alpha for rank, key in enumerate([3, 4, 1, 2, 5, 0], start=1)}
+    assert not tracker.is_stale()
+
+    new = np.array([5.0, 2.5, 1.0, 0.1])  # Above all, between two, equal to two, below all.
+    got = tracker.priorities([0, 1, 6, 7], [0, 1, 6, 7], new)
+    larger = [int(np.sum(known > d)) for d in new]  # Against the snapshot of `known`, not the new |delta|s.
+    assert larger == [0, 2, 3, 6]
+    np.testing.assert_allclose(got, [(unseen + n + 1) ** -alpha for n in larger], rtol=0, atol=0)
+    assert not tracker.is_stale()  # 6 sorted of 8 known.
+    tracker.priorities([8, 9, 10, 11, 12], [8, 9, 10, 11, 12], np.ones(5))
+    assert tracker.is_stale()  # 6 sorted of 13 known: fewer than half.
+
+
+def test_rank_based_replay_reranks_every_rerank_interval_updates(make_replay):
+    n, interval = 10, 25
+    config = replay.ReplayConfig(variant="rank", alpha=0.7, capacity=100, rerank_interval=interval)
+    server, buffer = make_replay(config)
+    fill(buffer, n)
+    keys = keys_by_item(buffer, n)
+    buffer.update(keys, np.linspace(0.1, 5.0, n))  # The first snapshot (it was stale): counts restart.
+    reranks = []
+    rerank = buffer.rerank
+    buffer.rerank = lambda: reranks.append(buffer._updates) or rerank()
+    for update in range(1, 8):
+        buffer.update(keys[:5], np.full(5, float(update)))  # 5 updates per call, never stale.
+        assert reranks == [interval] * (update // 5), update
+
+
 @pytest.mark.parametrize("overlap", [False, True])
 def test_a_sampler_kept_open_across_samples_draws_p_alpha(make_replay, overlap):
     """Many batches from one persistent sampler (the learner's use), not one large batch: still eq. 1."""
