@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from common import envs
+from common import envs, optimizers
 from common.errors import UsageError, choice_error
 from per import priorities
 from per.replay import VARIANTS, ReplayConfig
@@ -82,6 +82,7 @@ class PerConfig:
     rmsprop_epsilon: float = 0.01  # Inside the square root (TF1).
     rmsprop_momentum: float = 0.0
     rmsprop_centered: bool = True
+    rmsprop_form: str = "tf1"  # TF1's (DQN, Dopamine) or "torch" (PyTorch's: Y&T); `common.optimizers`.
     # Over the minibatch. Algorithm 1 (line 13) and Mnih et al. 2015 sum, and
     # RMSProp's epsilon 0.01 is sized for summed gradients: a mean with epsilon
     # 0.01 / k^2 is the same update (Dopamine: mean, 1e-5).
@@ -103,6 +104,7 @@ class PerConfig:
             ("replay variant", VARIANTS),
             ("weight_normalization", priorities.WEIGHT_NORMALIZATIONS),
             ("loss_reduction", LOSS_REDUCTIONS),
+            ("rmsprop_form", optimizers.RMSPROP_FORMS),
         ):
             value = getattr(self, name.split()[0])
             if value not in choices:
@@ -228,11 +230,17 @@ MINATAR_DDQN = PerConfig(
     clip_rewards=False,  # Y&T: raw MinAtar rewards.
     loss_reduction="mean",  # Y&T: PyTorch's smooth_l1_loss averages over the minibatch.
     learning_rate=0.00025,  # Y&T: STEP_SIZE.
-    rmsprop_decay=0.95,  # Y&T: SQUARED_GRAD_MOMENTUM, centered.
-    # Y&T: PyTorch's eps 0.01 is added outside the root; 1e-4 inside floors the
-    # denominator at the same 0.01.
-    rmsprop_epsilon=1e-4,
-    rmsprop_momentum=0.95,  # Y&T: GRAD_MOMENTUM is passed to PyTorch as momentum.
+    # Y&T: torch.optim.RMSprop(lr=STEP_SIZE, alpha=SQUARED_GRAD_MOMENTUM,
+    # centered=True, eps=MIN_SQUARED_GRAD): PyTorch's form, epsilon outside the root.
+    rmsprop_form="torch",
+    rmsprop_decay=0.95,  # Y&T: SQUARED_GRAD_MOMENTUM.
+    rmsprop_epsilon=0.01,  # Y&T: MIN_SQUARED_GRAD.
+    # Y&T define GRAD_MOMENTUM = 0.95 but, in the code of their paper, pass no
+    # momentum (PyTorch's default 0): kenjyoung/MinAtar PR #37 (2024) added it,
+    # and the author replied that 0 was intended (the Nature DQN's "gradient
+    # momentum" is the centered RMSProp's mean-gradient decay). This preset used
+    # 0.95, and TF1's form, for the MinAtar runs committed before the fix (README).
+    rmsprop_momentum=0.0,
     rmsprop_centered=True,
     epsilon_start=1.0,  # Y&T: EPSILON.
     epsilon_end=0.1,  # Y&T: END_EPSILON.

@@ -21,7 +21,7 @@ from typing import Mapping, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from common.optimizers import RMSPropTF1
+from common import optimizers
 from common.schedules import LinearSchedule
 from per import losses
 from per.config import PerConfig
@@ -44,9 +44,9 @@ class Learner(tf.Module):
         super().__init__(name="learner")
         self.config = config
         self.network, self.target_network = network, target_network
-        self.optimizer = RMSPropTF1(
-            network.trainable_variables, decay=config.rmsprop_decay, epsilon=config.rmsprop_epsilon,
-            momentum=config.rmsprop_momentum, centered=config.rmsprop_centered,
+        self.optimizer = optimizers.rmsprop(
+            config.rmsprop_form, network.trainable_variables, decay=config.rmsprop_decay,
+            epsilon=config.rmsprop_epsilon, momentum=config.rmsprop_momentum, centered=config.rmsprop_centered,
         )  # fmt: skip
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps")  # Updates.
         self.agent_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="agent_steps")

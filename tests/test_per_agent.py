@@ -467,6 +467,12 @@ def test_presets_hold_the_papers_values():
     assert not any(p[n].shared_bias for n in ("minatar_ddqn", "minatar_ddqn_rank", "minatar_ddqn_prop"))
     # Y&T's target copy every 1,000 frames, at one update per 4 frames.
     assert p["minatar_ddqn"].target_update_period * p["minatar_ddqn"].update_period == 1_000
+    # Y&T's optimizer: PyTorch's centered RMSProp, alpha 0.95, eps 0.01 (outside the root), no momentum.
+    for name in ("minatar_ddqn", "minatar_ddqn_rank", "minatar_ddqn_prop"):
+        optimizer = (p[name].rmsprop_form, p[name].rmsprop_decay, p[name].rmsprop_epsilon, p[name].rmsprop_momentum)
+        assert optimizer == ("torch", 0.95, 0.01, 0.0) and p[name].rmsprop_centered, name
+    # Tuned DDQN's (Dopamine's and the DQN Lua code's): TF1's form, epsilon inside the root, no momentum.
+    assert (p["atari_ddqn"].rmsprop_form, p["atari_ddqn"].rmsprop_momentum) == ("tf1", 0.0)
     for name, preset in p.items():
         assert preset.replay_config.variant == preset.replay, name
         if not preset.env.startswith("atari"):  # Atari ROMs load slowly; the system tests start them.
