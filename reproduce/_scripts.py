@@ -31,7 +31,7 @@ EXPECTED_S = {
     # side (results/per/full/atari_runs): 7,613 s and 7,655 s each, evaluation included.
     "reproduce.per.atari": (136, 28_000),
     "reproduce.per.cliffwalk": (9, 635),
-    # Full: the 15 committed runs' wall time (minatar.provenance.json), 4,610-9,458 s each.
+    # Full: the 15 runs of the archived study (per/archive/rmsprop_momentum), 4,610-9,458 s each.
     "reproduce.per.minatar": (105, 101_902),
     "reproduce.scores.published_tables": (1, 5),
 }

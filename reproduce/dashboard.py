@@ -693,7 +693,8 @@ STUDIES: tuple[Study, ...] = (
         "`python -m reproduce.per.minatar --profile full [--games G --variants V --frames N [--extend]]`",
         "`per/full/minatar.{csv,md,png}`, `fig10_<game>.png`, one summary per run in `per/full/minatar_runs/`",
         "reduced: MinAtar, 2M frames per run (the profile's; `--extend` trains runs on toward Young & Tian's 5M), "
-        "1 seed; assembled across sessions (the table lists the runs still missing)",
+        "1 seed; assembled across sessions (the table lists the runs still missing); restarted with Young & Tian's "
+        "optimizer (no momentum), the earlier study archived below",
         "per/full/minatar",
         per_minatar,
     ),
@@ -724,9 +725,27 @@ STUDIES: tuple[Study, ...] = (
         "`python -m reproduce.per.minatar --profile full --games G --variants uniform_small_step "
         "[--frames N --extend]`",
         "`per/full/step_size.{csv,md,png}`",
-        "reduced: MinAtar, 2M frames per run (two small-step runs also trained on to Young & Tian's 5M), 1 seed",
+        "reduced: MinAtar, 2M frames per run, 1 seed",
         "per/full/step_size",
         per_arms,
+    ),
+    *(
+        Study(
+            "Prioritized replay",
+            f"Archived, superseded: {name}, with RMSProp momentum 0.95 (Young & Tian used none; "
+            "`per/archive/rmsprop_momentum/README.md`)",
+            "`git checkout e4a0de3`, then `python -m reproduce.per.minatar --profile full` (trains nothing)",
+            f"`per/archive/rmsprop_momentum/{stem}.{{csv,md,png}}`",
+            "reduced: MinAtar, 2M frames per run (two small-step runs also to 5M), 1 seed; not the current presets",
+            f"per/archive/rmsprop_momentum/{stem}",
+            headline,
+        )
+        for name, stem, headline in (
+            ("uniform, rank-based and proportional Double DQN on the 5 MinAtar games", "minatar", per_minatar),
+            ("App. Fig. 12, rank-based replay with full and with no IS correction", "fig12", per_arms),
+            ("uniform Double DQN at Young & Tian's replay ratio", "update_ratio", per_arms),
+            ("uniform Double DQN at the prioritized variants' step size", "step_size", per_arms),
+        )
     ),
     Study(
         "Prioritized replay",

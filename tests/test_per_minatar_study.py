@@ -157,19 +157,30 @@ def test_bad_input_is_one_line_exit_2(flag, fragments):
     assert_one_line_usage_error(run(sys.executable, "-m", "reproduce.per.minatar", *flag.split()), *fragments)
 
 
+def committed_summary() -> dict:
+    """A committed summary of the main study (one run of seed 0), to refuse commands against."""
+    for path in sorted((REPO / "results" / "per" / "full" / "minatar_runs").glob("*_s0.json")):
+        summary = json.loads(path.read_text())
+        if summary["variant"] in minatar.VARIANTS:
+            return summary
+    pytest.skip("no PER MinAtar run is committed yet: the refusal has nothing to refuse against")
+
+
 def test_a_larger_budget_is_refused_without_extend_and_extend_needs_the_run_here():
-    """Against the committed Freeway summary: both commands stop before any training."""
-    job = ["--profile=full", "--games=freeway", "--variants=uniform", "--frames=1e9"]
+    """Against a committed summary: both commands stop before any training."""
+    summary = committed_summary()
+    game, variant, frames = summary["game"], summary["variant"], summary["frames"]
+    job = ["--profile=full", f"--games={game}", f"--variants={variant}", "--frames=1e9"]
     refused = run(sys.executable, "-m", "reproduce.per.minatar", *job)
-    if (REPO / "runs" / "reproduce" / "per_minatar_full" / "freeway_uniform_s0" / "config.json").exists():
-        at = "summarises this job at 2,000,000 frames, not 1,000,000,000"
+    at = f"summarises this job at {frames:,} frames, not 1,000,000,000"
+    if (REPO / "runs" / "reproduce" / "per_minatar_full" / f"{game}_{variant}_s0" / "config.json").exists():
         assert_one_line_usage_error(refused, at, "pass --extend to train it on to 1,000,000,000")
         pytest.skip("this checkout holds the PER MinAtar run: --extend would train it on")
     # Its run is not in this checkout: the refusal says where it was, not only to pass --extend.
     on = "--extend would train it on to 1,000,000,000 frames from its last checkpoint, which was"
-    assert_one_line_usage_error(refused, "summarises this job at 2,000,000 frames", "pass --fresh to retrain it", on)
+    assert_one_line_usage_error(refused, at, "pass --fresh to retrain it", on)
     extend = run(sys.executable, "-m", "reproduce.per.minatar", *job, "--extend")
-    assert_one_line_usage_error(extend, "holds no run to train on (no config.json): --extend resumes freeway_uniform")
+    assert_one_line_usage_error(extend, f"holds no run to train on (no config.json): --extend resumes {game}_")
 
 
 def test_a_larger_budget_keeps_the_jobs_snapshot_period_so_a_run_extends():
