@@ -877,18 +877,26 @@ def sources(results: pathlib.Path = RESULTS) -> dict[str, str]:
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise UsageError(f"unexpected arguments {argv[1:]}: the dashboard takes none")
+    path, record = write(RESULTS)
+    print(f"wrote {path}; its record: {record}", file=sys.stderr)
+
+
+def write(results: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """Writes `results/README.md` and, if it changed, its record; returns both paths."""
     start = time.time()
-    path, record = RESULTS / "README.md", RESULTS / "README.provenance.json"
-    path.write_text(render())
-    read = sources()
+    path, record = results / "README.md", results / "README.provenance.json"
+    path.write_text(render(results))
+    read = sources(results)
     # Its own record: no number is measured here, each is copied from a study whose record is listed.
-    # Rewritten only when those change, so that regenerating an unchanged dashboard changes no file.
-    if not record.exists() or json.loads(record.read_text())["config"]["sources"] != read:
+    # Rewritten only when those change, so that regenerating an unchanged dashboard changes no file,
+    # or when it was written from a dirty tree (which names code no commit holds).
+    old = json.loads(record.read_text()) if record.exists() else None
+    if old is None or old["dirty"] or old["config"]["sources"] != read:
         provenance.write(
-            RESULTS, record.name, config={"sources": read}, seeds=[], frames=None, wall_time_s=time.time() - start,
+            results, record.name, config={"sources": read}, seeds=[], frames=None, wall_time_s=time.time() - start,
             scale="derived: the committed results' headlines, nothing trained or timed",
         )  # fmt: skip
-    print(f"wrote {path}; its record: {record}", file=sys.stderr)
+    return path, record
 
 
 if __name__ == "__main__":

@@ -33,6 +33,20 @@ def test_every_committed_record_was_written_from_a_clean_commit():
     assert not dirty, f"written from a dirty tree: {dirty}; rerun their commands from a clean checkout"
 
 
+def test_the_dashboards_record_is_kept_while_its_sources_hold_and_rewritten_if_it_was_dirty(tmp_path):
+    path, record = dashboard.write(tmp_path)
+    assert json.loads(record.read_text())["config"]["sources"] == {}  # No study has a record here.
+    for dirty in (False, True):
+        write(record, record_of(dirty))
+        dashboard.write(tmp_path)
+        assert (json.loads(record.read_text())["command"] == "an earlier one") == (not dirty)
+    assert path.read_text() == dashboard.render(tmp_path)
+
+
+def record_of(dirty: bool) -> str:
+    return json.dumps({"command": "an earlier one", "dirty": dirty, "config": {"sources": {}}})
+
+
 def test_the_dashboards_record_lists_only_studies_with_a_record(tmp_path):
     first, second = dashboard.STUDIES[0].stem, dashboard.STUDIES[1].stem
     write(tmp_path / f"{first}.provenance.json", record("0123456789abcdef"))
