@@ -20,6 +20,7 @@ present (`load_summaries`, `study_record`).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime
 import json
 import pathlib
@@ -27,10 +28,11 @@ import shlex
 import subprocess
 import sys
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
+from common import config as config_lib
 from common import run_dir as run_dir_lib
 from common.errors import UsageError
 from common.signals import INTERRUPTED_EXIT_CODES, on_stop_signals
@@ -396,6 +398,40 @@ def trained_in(summary: pathlib.Path) -> str | None:
     command = recorded_segments(json.loads(summary.read_text()).get("run_provenance"))[0].get("command")
     places = [f.split("=", 1)[1] for f in all_flags(command or "") if f.startswith("--run_dir=")]
     return places[0] if places else None
+
+
+def changed_settings(recorded: dict, current: Any) -> list[str]:
+    """`name recorded -> now` for each field of the config `current` that a summary's `recorded` config
+    differs in, the operational ones aside (`common.config.OPERATIONAL_FIELDS`).
+
+    A field the record lacks (added since) counts at its default, which is what
+    the run used.
+    """
+    now = json.loads(json.dumps(dataclasses.asdict(current), default=str))
+    defaults = json.loads(json.dumps({f.name: f.default for f in dataclasses.fields(current)}, default=str))
+    return [
+        f"{name} {recorded.get(name, defaults[name])!r} -> {value!r}"
+        for name, value in now.items()
+        if name not in config_lib.OPERATIONAL_FIELDS and recorded.get(name, defaults[name]) != value
+    ]
+
+
+def check_settings(summaries: pathlib.Path, configs: dict[str, Any]) -> None:
+    """Refuses when a job's summary was trained with other settings than the job's preset now gives.
+
+    `configs`: job name -> the config its flags resolve to today. Without this a
+    preset fixed since the run (an optimizer, say) would keep the old run's
+    score as the new preset's, the job's flags being the same.
+    """
+    refused = {}
+    for name, config in configs.items():
+        path = summaries / f"{name}.json"
+        if path.exists() and (changes := changed_settings(json.loads(path.read_text())["config"], config)):
+            refused[name] = f"{path} was trained with other settings than its preset now gives ({'; '.join(changes)})"
+    if refused:
+        first, *others = refused
+        also = f" (and {', '.join(others)})" if others else ""
+        raise UsageError(f"{refused[first]}{also}; pass --fresh to retrain (the summary is replaced)")
 
 
 def job_name(game: str, variant: str, seed: int) -> str:

@@ -9,6 +9,7 @@ import matplotlib.image
 import pytest
 
 from common import config as config_lib
+from common.errors import UsageError
 from per.config import PRESETS
 from reproduce import _runs
 from reproduce.per import minatar
@@ -288,3 +289,29 @@ def test_the_table_has_a_row_at_each_budget_an_extended_run_reached():
     assert [r["budgets"] for r in rows] == ["2000000", "2000000 5000000", "2000000 5000000 10000000"]
     (note,) = re.findall(r"breakout proportional seed 0: [^;]*frames", _runs.extended(rows)[1])  # Named once.
     assert note == "breakout proportional seed 0: to 2,000,000, then 5,000,000, then 10,000,000 frames"
+
+
+def test_a_summary_trained_under_an_earlier_preset_is_refused_not_kept(tmp_path):
+    """The archived runs used RMSProp momentum 0.95: today's presets must not keep them as their own."""
+    archived = REPO / "results" / "per" / "archive" / "rmsprop_momentum" / "minatar_runs" / "breakout_uniform_s0.json"
+    flags = minatar.job_flags("uniform", "breakout", 2_000_000, 0)
+    (tmp_path / "breakout_uniform_s0.json").write_text(archived.read_text())
+    with pytest.raises(UsageError) as refused:
+        _runs.check_settings(tmp_path, {"breakout_uniform_s0": minatar.job_config(flags)})
+    message = str(refused.value)
+    assert "breakout_uniform_s0.json was trained with other settings than its preset now gives (" in message
+    # rmsprop_form is newer than the run: the record lacks it, and the run used its default.
+    for change in ("rmsprop_epsilon 0.0001 -> 0.01", "rmsprop_form 'tf1' -> 'torch'", "rmsprop_momentum 0.95 -> 0.0"):
+        assert change in message
+    assert message.endswith("pass --fresh to retrain (the summary is replaced)")
+
+
+def test_a_summary_of_todays_preset_is_kept_whatever_its_operational_fields():
+    config = minatar.job_config(minatar.job_flags("rank", "seaquest", 2_000_000, 3))
+    assert (config.replay, config.seed, config.total_frames) == ("rank", 3, 2_000_000)
+    recorded = json.loads(json.dumps(dataclasses.asdict(config), default=str))
+    assert _runs.changed_settings(recorded, config) == []
+    recorded.update(total_frames=5_000_000, checkpoint_every_s=1.0)  # Operational: an extension, say.
+    assert _runs.changed_settings(recorded, config) == []
+    recorded["learning_rate"] = 0.1
+    assert _runs.changed_settings(recorded, config) == [f"learning_rate 0.1 -> {config.learning_rate!r}"]

@@ -69,9 +69,11 @@ from absl import flags  # noqa: E402
 
 import reproduce  # noqa: E402
 from common import cli, provenance  # noqa: E402
+from common import config as config_lib  # noqa: E402
 from common.envs.minatar import GAMES  # noqa: E402
 from common.errors import check_choices  # noqa: E402
 from per import td_errors  # noqa: E402
+from per.config import PRESETS, PerConfig  # noqa: E402
 from reproduce import _runs  # noqa: E402
 
 VARIANTS = {"uniform": "minatar_ddqn", "rank": "minatar_ddqn_rank", "proportional": "minatar_ddqn_prop"}
@@ -374,6 +376,17 @@ def job_flags(arm: str, game: str, frames: int, seed: int, profile: str = "full"
     ]  # fmt: skip
 
 
+def job_config(flags: list[str]) -> PerConfig:
+    """The config that `per.train` resolves a job's `flags` (`job_flags`) to, with today's presets."""
+    pairs = [flag.removeprefix("--").split("=", 1) for flag in flags]
+    named = {name: value for name, value in pairs if name != "config_override"}
+    request = config_lib.Request(
+        preset=named["preset"], env=named["env"], frames=float(named["frames"]), seed=int(named["seed"]),
+        overrides=tuple(value for name, value in pairs if name == "config_override"),
+    )  # fmt: skip
+    return config_lib.resolve(PRESETS, "toy", request, "per")
+
+
 def main(argv: list[str]) -> None:
     start = time.time()
     games = DEFAULT_GAMES[FLAGS.profile] if FLAGS.games is None else FLAGS.games
@@ -391,6 +404,8 @@ def main(argv: list[str]) -> None:
         for arm in FLAGS.variants
     }
     flags_of = {name: job_flags(arm, game, frames, seed, FLAGS.profile) for name, (game, arm, seed) in jobs.items()}
+    if not FLAGS.fresh:
+        _runs.check_settings(summaries_dir, {name: job_config(flags) for name, flags in flags_of.items()})
     for name in _runs.jobs_to_train(flags_of, summaries_dir, runs, FLAGS.fresh, FLAGS.extend):
         game, arm, seed = jobs[name]
         final = _runs.train("per.train", runs / name, flags_of[name], FLAGS.fresh, FLAGS.extend)
