@@ -235,11 +235,14 @@ MINATAR_DDQN = PerConfig(
     rmsprop_form="torch",
     rmsprop_decay=0.95,  # Y&T: SQUARED_GRAD_MOMENTUM.
     rmsprop_epsilon=0.01,  # Y&T: MIN_SQUARED_GRAD.
-    # Y&T define GRAD_MOMENTUM = 0.95 but, in the code of their paper, pass no
-    # momentum (PyTorch's default 0): kenjyoung/MinAtar PR #37 (2024) added it,
-    # and the author replied that 0 was intended (the Nature DQN's "gradient
-    # momentum" is the centered RMSProp's mean-gradient decay). This preset used
-    # 0.95, and TF1's form, for the MinAtar runs committed before the fix (README).
+    # Y&T's code of the paper defines GRAD_MOMENTUM = 0.95 and passes no momentum
+    # (PyTorch's default 0). kenjyoung/MinAtar PR #37 (2024) proposed passing it;
+    # the author replied he believed none was intended (the Nature DQN's
+    # "gradient momentum" being centered RMSProp's mean-gradient decay). This
+    # preset used 0.95, and TF1's form, for the MinAtar runs committed before the
+    # fix (README). Not matched: Sonnet's default initialisation (truncated normal,
+    # sd 1/sqrt(fan_in), zero biases) against PyTorch's (uniform +-1/sqrt(fan_in),
+    # biases too), and batches drawn with replacement (Y&T: random.sample).
     rmsprop_momentum=0.0,
     rmsprop_centered=True,
     epsilon_start=1.0,  # Y&T: EPSILON.

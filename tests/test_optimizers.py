@@ -41,10 +41,10 @@ def test_differs_from_keras_rmsprop():
     assert abs(ours.numpy()[0] - keras_var.numpy()[0]) > 1e-4
 
 
-def torch_rmsprop(w, gradients, lr, alpha, eps, momentum, centered):
+def torch_rmsprop(w, gradients, lrs, alpha, eps, momentum, centered):
     """float64 NumPy of the algorithm in torch.optim.RMSprop's documentation (weight_decay 0)."""
     v, g_ave, b = np.zeros_like(w), np.zeros_like(w), np.zeros_like(w)
-    for g in gradients:
+    for g, lr in zip(gradients, lrs):
         v = alpha * v + (1 - alpha) * g**2
         v_tilde = v
         if centered:
@@ -65,9 +65,10 @@ def test_torch_form_matches_pytorchs_algorithm(centered, momentum):
     gradients = [rng.standard_normal((4, 3)) * 0.1 for _ in range(6)]
     ours = tf.Variable(init.astype(np.float32))
     optimizer = RMSPropTorch([ours], decay=0.95, epsilon=0.01, momentum=momentum, centered=centered)
-    for g in gradients:
-        optimizer.apply([tf.constant(g.astype(np.float32))], tf.constant(0.00025))
-    expected = torch_rmsprop(init, gradients, 0.00025, 0.95, 0.01, momentum, centered)
+    lrs = [0.00025 * (1 + t) for t in range(len(gradients))]  # Changing: lr multiplies the buffer, not its terms.
+    for g, lr in zip(gradients, lrs):
+        optimizer.apply([tf.constant(g.astype(np.float32))], tf.constant(lr))
+    expected = torch_rmsprop(init, gradients, lrs, 0.95, 0.01, momentum, centered)
     np.testing.assert_allclose(ours.numpy(), expected, rtol=1e-5, atol=1e-7)
     assert not np.allclose(expected, init, rtol=0, atol=1e-4)  # The steps are large enough to tell apart.
     assert int(optimizer.iterations) == 6
