@@ -26,8 +26,32 @@ from typing import Sequence
 import tensorflow as tf
 
 
-class RMSPropTF1(tf.Module):
-    """`tf.compat.v1.train.RMSPropOptimizer`'s update as a checkpointable module."""
+class _RMSProp(tf.Module):
+    """The hyper-parameters and checkpointable state both forms keep: ms, mom and (centered) mg per variable."""
+
+    def __init__(
+        self,
+        variables: Sequence[tf.Variable],
+        decay: float,
+        epsilon: float,
+        momentum: float,
+        centered: bool,
+        name: str,
+        ms_start: float,
+    ):
+        super().__init__(name=name)
+        self.decay, self.epsilon, self.momentum, self.centered = decay, epsilon, momentum, centered
+        self._variables = list(variables)
+        self.iterations = tf.Variable(0, dtype=tf.int64, trainable=False, name="iterations")
+        self.ms = [tf.Variable(ms_start * tf.ones_like(v), trainable=False, name="ms") for v in self._variables]
+        self.mom = [tf.Variable(tf.zeros_like(v), trainable=False, name="mom") for v in self._variables]
+        self.mg = (
+            [tf.Variable(tf.zeros_like(v), trainable=False, name="mg") for v in self._variables] if centered else []
+        )
+
+
+class RMSPropTF1(_RMSProp):
+    """`tf.compat.v1.train.RMSPropOptimizer`'s update as a checkpointable module (ms starts at 1)."""
 
     def __init__(
         self,
@@ -38,15 +62,7 @@ class RMSPropTF1(tf.Module):
         centered: bool = False,
         name: str = "rmsprop_tf1",
     ):
-        super().__init__(name=name)
-        self.decay, self.epsilon, self.momentum, self.centered = decay, epsilon, momentum, centered
-        self._variables = list(variables)
-        self.iterations = tf.Variable(0, dtype=tf.int64, trainable=False, name="iterations")
-        self.ms = [tf.Variable(tf.ones_like(v), trainable=False, name="ms") for v in self._variables]
-        self.mom = [tf.Variable(tf.zeros_like(v), trainable=False, name="mom") for v in self._variables]
-        self.mg = (
-            [tf.Variable(tf.zeros_like(v), trainable=False, name="mg") for v in self._variables] if centered else []
-        )
+        super().__init__(variables, decay, epsilon, momentum, centered, name, ms_start=1.0)
 
     def apply(self, gradients: Sequence[tf.Tensor], learning_rate: tf.Tensor) -> None:
         """One update of every variable with its gradient.
@@ -80,8 +96,8 @@ def rmsprop(form: str, variables: Sequence[tf.Variable], **hyper) -> RMSPropTF1 
     return {"tf1": RMSPropTF1, "torch": RMSPropTorch}[form](variables, **hyper)
 
 
-class RMSPropTorch(tf.Module):
-    """`torch.optim.RMSprop`'s update (no weight decay) as a checkpointable module; `RMSPropTF1`'s interface."""
+class RMSPropTorch(_RMSProp):
+    """`torch.optim.RMSprop`'s update (no weight decay) as a checkpointable module (ms and mg start at 0)."""
 
     def __init__(
         self,
@@ -92,13 +108,7 @@ class RMSPropTorch(tf.Module):
         centered: bool = False,
         name: str = "rmsprop_torch",
     ):
-        super().__init__(name=name)
-        self.decay, self.epsilon, self.momentum, self.centered = decay, epsilon, momentum, centered
-        self._variables = list(variables)
-        self.iterations = tf.Variable(0, dtype=tf.int64, trainable=False, name="iterations")
-        self.ms = [tf.Variable(tf.zeros_like(v), trainable=False, name="ms") for v in self._variables]
-        self.mom = [tf.Variable(tf.zeros_like(v), trainable=False, name="mom") for v in self._variables]
-        self.mg = [tf.Variable(tf.zeros_like(v), trainable=False, name="mg") for v in self._variables]
+        super().__init__(variables, decay, epsilon, momentum, centered, name, ms_start=0.0)
 
     def apply(self, gradients: Sequence[tf.Tensor], learning_rate: tf.Tensor) -> None:
         """One update of every variable with its gradient."""
