@@ -409,10 +409,11 @@ def changed_settings(recorded: dict, current: Any) -> list[str]:
     """
     now = json.loads(json.dumps(dataclasses.asdict(current), default=str))
     defaults = json.loads(json.dumps({f.name: f.default for f in dataclasses.fields(current)}, default=str))
+    was = {**defaults, **recorded}
     return [
-        f"{name} {recorded.get(name, defaults[name])!r} -> {value!r}"
+        f"{name} {was[name]!r} -> {value!r}"
         for name, value in now.items()
-        if name not in config_lib.OPERATIONAL_FIELDS and recorded.get(name, defaults[name]) != value
+        if name not in config_lib.OPERATIONAL_FIELDS and was[name] != value
     ]
 
 
