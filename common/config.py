@@ -19,7 +19,7 @@ from common.errors import UsageError, choice_error
 C = TypeVar("C")
 
 # What a resumed run may change: its budget and how it is run, never its maths.
-OPERATIONAL_FIELDS = ("total_frames", "num_actors", "log_every_s", "checkpoint_every_s")
+OPERATIONAL_FIELDS = ("total_frames", "num_actors", "learner_threads", "log_every_s", "checkpoint_every_s")
 
 
 @dataclasses.dataclass(frozen=True)

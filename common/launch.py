@@ -145,6 +145,7 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
             request = dataclasses.replace(request, frames=run_dir.last_budget(directory))
         config = config_lib.resume(saved, request, agent.presets, what)
     agent.validate(config)
+    use_threads(config)
     native_log.filter_stderr()
     tables_in_run_dir = options.role == "all" and agent.checkpoint_tables
     if options.role == "all" and not tables_in_run_dir:
@@ -177,6 +178,17 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     # Reverb's in-process server and dataset threads do not always tear down
     # cleanly at interpreter exit; everything is saved, so leave at once.
     os._exit(status)
+
+
+def use_threads(config: Any) -> None:
+    """This process's TF intra-op threads: the config's `learner_threads`, if it has the field and sets it.
+
+    0 (or no such field) keeps TF's default, a thread per core. Call before
+    TF runs its first op, which fixes its thread pools.
+    """
+    threads = getattr(config, "learner_threads", 0)
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
 
 
 def main(agent: Agent, argv: list[str], values: flags.FlagValues) -> None:

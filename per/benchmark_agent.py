@@ -185,6 +185,7 @@ def end_to_end(config: PerConfig, warmup_s: float, seconds: float) -> dict:
 
 
 def _child(measure, args, results) -> None:
+    launch.use_threads(args[0])  # The config's threads, as training sets them.
     results.put(measure(*args))
 
 

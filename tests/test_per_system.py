@@ -185,6 +185,7 @@ BAD_INPUT = [
     (["--config_override=network=nature_dqn"], "network 'nature_dqn' is the atari network"),
     (["--config_override=min_replay_size=10", "--config_override=update_period=16"], "raise min_replay_size"),
     (["--actors=-1"], "num_actors=-1: must be >= 0"),
+    (["--config_override=learner_threads=-1"], "learner_threads=-1: must be >= 0"),
     (["--config_override=alpha=nan"], "option alpha='nan': expected a finite number"),  # NaN < 0 is false.
     (["--seed=-1"], "flag --seed=-1: -1 is not a non-negative integer"),
     (["--preset=atari_ddqn_sorted"], "value should be one of <atari_ddqn|atari_ddqn_rank"),

@@ -78,6 +78,28 @@ def test_resume_changes_only_operational_fields():
     assert config_lib.resume(saved, Request(preset="minatar"), PRESETS, "c") == saved
 
 
+def test_learner_threads_are_operational_and_set_before_tf_starts():
+    """A resumed run may change its threads; `launch.use_threads` sets TF's intra-op pool, 0 keeps TF's default."""
+    from per.config import PRESETS as PER_PRESETS
+
+    saved = PER_PRESETS["minatar_ddqn"]
+    assert saved.learner_threads == 1
+    resumed = config_lib.resume(saved, Request(overrides=("learner_threads=2",)), PER_PRESETS, "c")
+    assert resumed == dataclasses.replace(saved, learner_threads=2)
+    probe = (
+        "import sys; import tensorflow as tf; from common import launch; from per.config import PRESETS; "
+        "launch.use_threads(PRESETS[sys.argv[1]]); tf.constant(1.0) + 1.0; "
+        "print(tf.config.threading.get_intra_op_parallelism_threads())"
+    )
+    threads = {
+        preset: subprocess.run(
+            [sys.executable, "-c", probe, preset], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ).stdout.split()[-1]
+        for preset in ("minatar_ddqn", "atari_ddqn")
+    }
+    assert threads == {"minatar_ddqn": "1", "atari_ddqn": "0"}
+
+
 @pytest.mark.parametrize(
     "request_fields, field",
     [
