@@ -144,8 +144,8 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         if request.frames is None:  # Keep the budget of the latest start, which a resume may have raised.
             request = dataclasses.replace(request, frames=run_dir.last_budget(directory))
         config = config_lib.resume(saved, request, agent.presets, what)
+    use_threads(config)  # Before `validate`, which may run TF's first op.
     agent.validate(config)
-    use_threads(config)
     native_log.filter_stderr()
     tables_in_run_dir = options.role == "all" and agent.checkpoint_tables
     if options.role == "all" and not tables_in_run_dir:

@@ -61,6 +61,16 @@ def test_learns_catch_and_evaluates_at_eval_epsilon(tmp_path):
     assert result["epsilon"] == 0.001 and result["episodes"] == 30 and result["mean_return"] >= 0.8
 
 
+@pytest.mark.slow
+def test_a_minatar_preset_trains_through_the_cli_on_its_one_learner_thread(tmp_path):
+    """The preset's `learner_threads` is set before TF's first op (set after it, TF raised and the run died)."""
+    run_dir = tmp_path / "run"
+    result = run("--preset=minatar_ddqn", "--env=minatar:breakout", "--frames=5400", f"--run_dir={run_dir}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads((run_dir / "final.json").read_text())["learner_steps"] >= 90  # After the 5,000-frame fill.
+    assert json.loads((run_dir / "config.json").read_text())["learner_threads"] == 1
+
+
 def returns(run_dir, frames_from=0):
     """Episode returns in episodes.csv, of the episodes logged at or after `frames_from`."""
     _, *rows = (run_dir / "episodes.csv").read_text().splitlines()
