@@ -72,6 +72,26 @@ TORSOS: dict[str, Callable[[], snt.Module]] = {
 }
 
 
+def torch_default_init(module: snt.Module) -> None:
+    """Redraws every Linear and Conv2D layer of a built `module` as PyTorch initialises its own.
+
+    `torch.nn.Linear` and `Conv2d` (`reset_parameters`): weights by
+    `kaiming_uniform_` with a = sqrt(5), i.e. U(-b, b) with
+    b = sqrt(6 / ((1 + a^2) fan_in)) = 1 / sqrt(fan_in), and biases U(-b, b) with
+    the same b; fan_in = the layer's inputs (a conv's: kernel height x width x
+    input channels). Sonnet's default draws weights from a truncated normal of sd
+    1 / sqrt(fan_in), about 1.5x PyTorch's sd 1 / sqrt(3 fan_in), and zero biases.
+    Draws from TF's global seed (`tf.random.set_seed`).
+    """
+    for layer in module.submodules:
+        if isinstance(layer, (snt.Linear, snt.Conv2D)):
+            fan_in = int(np.prod(layer.w.shape[:-1]))
+            bound = 1.0 / np.sqrt(fan_in)
+            for variable in (layer.w, getattr(layer, "b", None)):
+                if variable is not None:
+                    variable.assign(tf.random.uniform(variable.shape, -bound, bound))
+
+
 class Preprocess(snt.Module):
     """Env observations to float [B, H, W, C] in [0, 1].
 

@@ -32,6 +32,9 @@ from per import priorities
 from per.replay import VARIANTS, ReplayConfig
 
 NETWORKS = ("nature_dqn", "minatar", "toy")
+# How the networks' first weights are drawn: Sonnet's default, or PyTorch's
+# (`common.networks.torch_default_init`), which Young & Tian's code had.
+INITIALIZATIONS = ("sonnet", "torch")
 LOSS_REDUCTIONS = ("mean", "sum")
 # The torso each env family was published with; a network made for another
 # family's observations would run (a conv net takes any image) but is not the paper's.
@@ -47,6 +50,7 @@ class PerConfig:
     network: str = "toy"
     # One bias shared by all actions' values in the Q-head, instead of one per action.
     shared_bias: bool = False
+    initialization: str = "sonnet"  # One of INITIALIZATIONS.
     # Acting. num_actors = 0: the learner acts itself, `update_period` agent
     # steps before each update (the synchronous DQN loop). num_actors > 0:
     # actor processes act (Ape-X style) and the replay's rate limiter alone
@@ -104,6 +108,7 @@ class PerConfig:
         envs.resolve_options(self.env, **dict(self.env_options))
         for name, choices in (
             ("network", NETWORKS),
+            ("initialization", INITIALIZATIONS),
             ("replay variant", VARIANTS),
             ("weight_normalization", priorities.WEIGHT_NORMALIZATIONS),
             ("loss_reduction", LOSS_REDUCTIONS),
@@ -245,7 +250,8 @@ MINATAR_DDQN = PerConfig(
     # preset used 0.95, and TF1's form, for the MinAtar runs committed before the
     # fix (README). Not matched: Sonnet's default initialisation (truncated normal,
     # sd 1/sqrt(fan_in), zero biases) against PyTorch's (uniform +-1/sqrt(fan_in),
-    # biases too), and batches drawn with replacement (Y&T: random.sample).
+    # biases too; `initialization="torch"` draws it), and batches drawn with
+    # replacement (Y&T: random.sample).
     rmsprop_momentum=0.0,
     rmsprop_centered=True,
     epsilon_start=1.0,  # Y&T: EPSILON.

@@ -18,7 +18,7 @@ import gymnasium as gym
 import sonnet as snt
 import tensorflow as tf
 
-from common.networks import TORSOS, Preprocess
+from common.networks import TORSOS, Preprocess, torch_default_init
 
 
 class QNetwork(snt.Module):
@@ -49,7 +49,9 @@ class QNetwork(snt.Module):
 
 
 def make(config, observation_space: gym.spaces.Box, num_actions: int, name: str) -> QNetwork:
-    """The network of a `PerConfig`, with its variables created."""
+    """The network of a `PerConfig`, with its variables created as `config.initialization` draws them."""
     network = QNetwork(observation_space, num_actions, config.network, config.shared_bias, name=name)
     network(tf.zeros((1, *observation_space.shape), observation_space.dtype))
+    if config.initialization == "torch":
+        torch_default_init(network)
     return network

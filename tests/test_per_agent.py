@@ -495,6 +495,33 @@ def test_the_q_head_has_one_bias_per_action_or_one_shared(shared_bias):
     np.testing.assert_allclose(q, expected)
 
 
+@pytest.mark.parametrize("initialization", ["sonnet", "torch"])
+def test_the_minatar_network_is_initialised_as_sonnet_or_pytorch_does(initialization):
+    """PyTorch's Linear/Conv2d default: weights and biases U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (Y&T's code).
+
+    Sonnet's: weights from a normal of sd 1/sqrt(fan_in) truncated at 2 sd, biases 0.
+    """
+    tf.random.set_seed(0)
+    space = gym.spaces.Box(0, 1, (10, 10, 4), np.uint8)
+    config = dataclasses.replace(config_lib.PRESETS["minatar_ddqn"], initialization=initialization)
+    network = networks.make(config, space, num_actions=6, name="q")
+    # Y&T's layers: conv 16 3x3 over 4 channels (fan-in 36), FC 128 over 8x8x16, the head over 128.
+    fan_in = {(3, 3, 4, 16): 36, (16,): 36, (1024, 128): 1024, (128,): 1024, (128, 6): 128, (6,): 128}
+    variables = {tuple(v.shape): v.numpy().ravel() for v in network.trainable_variables}
+    assert set(variables) == set(fan_in)
+    for shape, values in variables.items():
+        bound = 1 / np.sqrt(fan_in[shape])
+        uniform = stats.kstest(values, stats.uniform(-bound, 2 * bound).cdf).pvalue
+        if initialization == "torch":
+            assert uniform > 1e-3, shape
+        elif len(shape) == 1:
+            assert not values.any(), shape
+        else:  # The test tells the two apart.
+            assert np.abs(values).max() <= 2 * bound and uniform < 1e-3, shape
+    with pytest.raises(UsageError, match="unknown initialization 'xavier'; accepted: sonnet, torch"):
+        dataclasses.replace(config, initialization="xavier")
+
+
 def test_a_loop_the_rate_limiter_would_block_is_refused():
     """One process inserts update_period items per batch: the limiter must tolerate a batch of drift.
 
