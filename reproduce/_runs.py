@@ -417,6 +417,21 @@ def changed_settings(recorded: dict, current: Any) -> list[str]:
     ]
 
 
+def job_config(flags: list[str], presets: dict[str, Any], what: str) -> Any:
+    """The config that an agent's `train` resolves a job's `flags` to, with today's `presets`.
+
+    `flags`: a study's job flags, `--preset`, `--env`, `--frames` and `--seed`
+    each once, and any number of `--config_override`s.
+    """
+    pairs = [flag.removeprefix("--").split("=", 1) for flag in flags]
+    named = {name: value for name, value in pairs if name != "config_override"}
+    request = config_lib.Request(
+        preset=named["preset"], env=named["env"], frames=float(named["frames"]), seed=int(named["seed"]),
+        overrides=tuple(value for name, value in pairs if name == "config_override"),
+    )  # fmt: skip
+    return config_lib.resolve(presets, named["preset"], request, what)
+
+
 def check_settings(summaries: pathlib.Path, configs: dict[str, Any]) -> None:
     """Refuses when a job's summary was trained with other settings than the job's preset now gives.
 

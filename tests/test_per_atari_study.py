@@ -15,6 +15,7 @@ import matplotlib.image
 import pytest
 
 from common import config as config_lib
+from common.errors import UsageError
 from per.config import PRESETS
 from reproduce.per import _atari
 from tests.test_cli import REPO, assert_one_line_usage_error, run
@@ -151,3 +152,23 @@ def test_the_script_offers_extend_for_a_larger_budget_and_checks_the_run_is_here
     assert_one_line_usage_error(refused, "summarises this job at 3,200,000 frames", "pass --fresh to retrain it", on)
     extend = run(sys.executable, "-m", "reproduce.per.atari", "--profile=full", frames, "--extend")
     assert_one_line_usage_error(extend, "holds no run to train on (no config.json): --extend resumes breakout_")
+
+
+def test_a_summary_trained_with_other_settings_than_its_preset_now_gives_is_refused(tmp_path):
+    """The committed Breakout runs hold today's presets; one whose step size differs is refused, not kept."""
+    from reproduce import _runs
+
+    configs = {}
+    for path in sorted((REPO / "results" / "per" / "full" / "atari_runs").glob("breakout_*_s0.json")):
+        summary = json.loads(path.read_text())
+        flags = _atari.job_flags(summary["variant"], "breakout", summary["frames"], 0, tuple(summary["overrides"]))
+        configs[path.stem] = _atari.job_config(flags)
+        (tmp_path / path.name).write_text(path.read_text())
+    assert set(configs) == {"breakout_uniform_s0", "breakout_proportional_s0"}
+    _runs.check_settings(tmp_path, configs)
+    tampered = json.loads((tmp_path / "breakout_uniform_s0.json").read_text())
+    tampered["config"]["learning_rate"] = 0.1
+    (tmp_path / "breakout_uniform_s0.json").write_text(json.dumps(tampered))
+    with pytest.raises(UsageError, match=r"breakout_uniform_s0.json was trained with other settings than its preset "
+                       r"now gives \(learning_rate 0.1 -> 0.00025\); pass --fresh"):  # fmt: skip
+        _runs.check_settings(tmp_path, configs)

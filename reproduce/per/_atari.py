@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import reproduce  # noqa: E402
 from common import provenance  # noqa: E402
 from common.envs.atari import ATARI57  # noqa: E402
+from per.config import PRESETS, PerConfig  # noqa: E402
 from reproduce import _runs  # noqa: E402
 
 VARIANTS = {"uniform": "atari_ddqn", "rank": "atari_ddqn_rank", "proportional": "atari_ddqn_prop"}
@@ -49,6 +50,11 @@ def job_flags(variant: str, game: str, frames: int, seed: int, overrides: tuple[
         f"--preset={VARIANTS[variant]}", f"--env=atari:{game}", f"--frames={frames}", f"--seed={seed}",
         *(f"--config_override={o}" for o in overrides),
     ]  # fmt: skip
+
+
+def job_config(flags: list[str]) -> PerConfig:
+    """The config that `per.train` resolves a job's `flags` (`job_flags`) to, with today's presets."""
+    return _runs.job_config(flags, PRESETS, "per config")
 
 
 def summarise(

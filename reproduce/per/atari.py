@@ -70,6 +70,8 @@ def main(argv: list[str]) -> None:
         for variant in FLAGS.variants
     }
     flags_of = {name: _atari.job_flags(v, g, frames, seed, overrides) for name, (g, v, seed) in jobs.items()}
+    if not FLAGS.fresh:
+        _runs.check_settings(summaries_dir, {name: _atari.job_config(flags) for name, flags in flags_of.items()})
     for name in _runs.jobs_to_train(flags_of, summaries_dir, runs, FLAGS.fresh, FLAGS.extend, episodes):
         game, variant, seed = jobs[name]
         final = _runs.train("per.train", runs / name, flags_of[name], FLAGS.fresh, FLAGS.extend)

@@ -69,7 +69,6 @@ from absl import flags  # noqa: E402
 
 import reproduce  # noqa: E402
 from common import cli, provenance  # noqa: E402
-from common import config as config_lib  # noqa: E402
 from common.envs.minatar import GAMES  # noqa: E402
 from common.errors import check_choices  # noqa: E402
 from per import td_errors  # noqa: E402
@@ -380,13 +379,7 @@ def job_flags(arm: str, game: str, frames: int, seed: int, profile: str = "full"
 
 def job_config(flags: list[str]) -> PerConfig:
     """The config that `per.train` resolves a job's `flags` (`job_flags`) to, with today's presets."""
-    pairs = [flag.removeprefix("--").split("=", 1) for flag in flags]
-    named = {name: value for name, value in pairs if name != "config_override"}
-    request = config_lib.Request(
-        preset=named["preset"], env=named["env"], frames=float(named["frames"]), seed=int(named["seed"]),
-        overrides=tuple(value for name, value in pairs if name == "config_override"),
-    )  # fmt: skip
-    return config_lib.resolve(PRESETS, "toy", request, "per")
+    return _runs.job_config(flags, PRESETS, "per config")
 
 
 def main(argv: list[str]) -> None:
