@@ -432,17 +432,32 @@ def job_config(flags: list[str], presets: dict[str, Any], what: str) -> Any:
     return config_lib.resolve(presets, named["preset"], request, what)
 
 
+def summary_changes(summary: dict, config: Any) -> list[str]:
+    """`changed_settings` of a job summary against its config today, or a sweep's against its members' configs.
+
+    A sweep's summary records each member's config (`agents`); a change every
+    member shares is named once.
+    """
+    recorded = [agent["config"] for agent in summary["agents"]] if "agents" in summary else [summary["config"]]
+    expected = config if isinstance(config, list) else [config]
+    if len(recorded) != len(expected):
+        return [f"{len(recorded)} runs -> {len(expected)}"]
+    changes = (change for was, now in zip(recorded, expected) for change in changed_settings(was, now))
+    return list(dict.fromkeys(changes))
+
+
 def check_settings(summaries: pathlib.Path, configs: dict[str, Any]) -> None:
     """Refuses when a job's summary was trained with other settings than the job's preset now gives.
 
-    `configs`: job name -> the config its flags resolve to today. Without this a
-    preset fixed since the run (an optimizer, say) would keep the old run's
+    `configs`: job name -> the config its flags resolve to today, or a list of
+    them for a job of several runs (a sweep's members, in order). Without this
+    a preset fixed since the run (an optimizer, say) would keep the old run's
     score as the new preset's, the job's flags being the same.
     """
     refused = {}
     for name, config in configs.items():
         path = summaries / f"{name}.json"
-        if path.exists() and (changes := changed_settings(json.loads(path.read_text())["config"], config)):
+        if path.exists() and (changes := summary_changes(json.loads(path.read_text()), config)):
             refused[name] = f"{path} was trained with other settings than its preset now gives ({'; '.join(changes)})"
     if refused:
         first, *others = refused

@@ -1,15 +1,17 @@
 """`reproduce.laser.minatar`'s arms, scores and bad input (the studies' runs are long: not run here)."""
 
 import dataclasses
+import json
 import sys
 
 import pytest
 
 from common import config as config_lib
+from common.errors import UsageError
 from impala.config import PRESETS as IMPALA_PRESETS
 from laser.config import PRESETS, sweep_members
 from reproduce.laser import _studies
-from tests.test_cli import assert_one_line_usage_error, run
+from tests.test_cli import REPO, assert_one_line_usage_error, run
 
 
 def resolve(arm: _studies.Arm):
@@ -94,3 +96,30 @@ def test_sittings_count_an_agents_starts_from_its_provenance():
 )
 def test_bad_input_is_one_line_exit_2(flag, fragments):
     assert_one_line_usage_error(run(sys.executable, "-m", "reproduce.laser.minatar", flag), *fragments)
+
+
+def test_a_summary_trained_with_other_settings_than_its_arm_now_gives_is_refused(tmp_path):
+    """The committed runs hold today's presets; a member whose settings differ is refused, named once per change."""
+    from reproduce import _runs
+
+    scale, configs = _studies.SCALES["full"], {}
+    for name, arm in (("replay87_breakout_s0", "replay87"), ("sweep_shared_tr_breakout_s0", "sweep_shared_tr")):
+        committed = REPO / "results" / "laser" / "full" / "minatar_runs" / f"{name}.json"
+        (tmp_path / committed.name).write_text(committed.read_text())
+        configs[name] = _studies.job_configs(_studies.ARMS[arm], "breakout", 0, scale)
+    assert [len(c) for c in configs.values()] == [1, 9]
+    _runs.check_settings(tmp_path, configs)
+    sweep = json.loads((tmp_path / "sweep_shared_tr_breakout_s0.json").read_text())
+    for agent in sweep["agents"]:  # Every member, as a changed preset would.
+        agent["config"]["discount"] = 0.9
+    sweep["agents"][3]["config"]["trust_region"] = False
+    (tmp_path / "sweep_shared_tr_breakout_s0.json").write_text(json.dumps(sweep))
+    with pytest.raises(UsageError) as refused:
+        _runs.check_settings(tmp_path, configs)
+    assert "sweep_shared_tr_breakout_s0.json was trained with other settings than its preset now gives " in str(
+        refused.value
+    )
+    assert "(discount 0.9 -> 0.99; trust_region False -> True); pass --fresh" in str(refused.value)
+    configs["sweep_shared_tr_breakout_s0"] = configs["sweep_shared_tr_breakout_s0"][:2]  # Another sweep size.
+    with pytest.raises(UsageError, match=r"\(9 runs -> 2\); pass --fresh"):
+        _runs.check_settings(tmp_path, configs)

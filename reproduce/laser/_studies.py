@@ -11,6 +11,9 @@ import dataclasses
 
 import numpy as np
 
+from laser.config import PRESETS, LaserConfig, sweep_members
+from reproduce import _runs
+
 PRESET = "minatar_laser"
 A2_PRESET = "minatar_laser_a2"  # App. A.2's replay settings (Fig. 4 right).
 
@@ -136,3 +139,17 @@ def best_curve(agents: list[dict]) -> list[dict]:
 def sittings(agent: dict) -> int:
     """How many times a job's agent was started: 1, plus one per resume (its provenance's segments)."""
     return len((agent.get("run_provenance") or {}).get("segments") or [None])
+
+
+def job_flags(arm: Arm, game: str, seed: int, scale: Scale) -> list[str]:
+    """The flags a job trains with: the preset's, and the arm's `--config_override`s (a sweep's, every member's)."""
+    return [
+        f"--preset={arm.preset}", f"--env=minatar:{game}", f"--frames={scale.frames}", f"--seed={seed}",
+        *(f"--config_override={o}" for o in arm.overrides),
+    ]  # fmt: skip
+
+
+def job_configs(arm: Arm, game: str, seed: int, scale: Scale) -> list[LaserConfig]:
+    """The configs a job's agents train with under today's presets: one, or a sweep's members (`laser.sweep`)."""
+    config = _runs.job_config(job_flags(arm, game, seed, scale), PRESETS, "laser config")
+    return sweep_members(config, scale.sweep_agents) if arm.sweep else [config]

@@ -74,6 +74,8 @@ from reproduce.laser._studies import (  # noqa: E402
     Scale,
     Study,
     best_curve,
+    job_configs,
+    job_flags,
     sittings,
 )
 
@@ -102,10 +104,9 @@ def run_job(arm: Arm, game: str, seed: int, scale: Scale, run_dir: pathlib.Path,
 
     `fresh`: the job's run (or sweep) directory, if any, is moved aside and it trains anew.
     """
-    base = [f"--preset={arm.preset}", f"--env=minatar:{game}", f"--frames={scale.frames}", f"--seed={seed}"]
-    overrides = [f"--config_override={o}" for o in arm.overrides]
+    train_flags = job_flags(arm, game, seed, scale)
     if not arm.sweep:
-        _runs.train("laser.train", run_dir, [*base, *overrides], fresh)
+        _runs.train("laser.train", run_dir, train_flags, fresh)
         return [run_dir]
     if fresh:
         _runs.set_aside(run_dir)
@@ -117,7 +118,7 @@ def run_job(arm: Arm, game: str, seed: int, scale: Scale, run_dir: pathlib.Path,
             command += ["--resume"]
         else:
             # One actor process per member (the preset has 2): 9 members' processes fit 2 cores and 24 GB.
-            command += [*base, *overrides, f"--agents={scale.sweep_agents}", "--actors=1"]
+            command += [*train_flags, f"--agents={scale.sweep_agents}", "--actors=1"]
         _runs.run_to_completion(command, run_dir, finished)
     return members()
 
@@ -288,6 +289,12 @@ def main(argv: list[str]) -> None:
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"laser_minatar_{FLAGS.profile}"
     seeds = range(FLAGS.seed, FLAGS.seed + FLAGS.seeds)
     start = time.time()
+    if not (FLAGS.fresh or FLAGS.summarise_only):
+        jobs = {(arm, game, seed) for stem in studies() for game in study_games(STUDIES[stem])
+                for arm in STUDIES[stem].arms for seed in seeds}  # fmt: skip
+        _runs.check_settings(
+            summaries_dir, {job_name(*job): job_configs(ARMS[job[0]], *job[1:], scale) for job in sorted(jobs)}
+        )
     for stem in studies():
         study = STUDIES[stem]
         for game in study_games(study):
