@@ -32,6 +32,9 @@ per actor. Results named by the flag's counts when it is given.
 
 Acting uses a fixed epsilon, the preset's final one, so the network picks most
 actions as it does for most of training (at epsilon 1 it is never called).
+Every row runs at PER's replay ratio, one update per 4 agent steps, the
+issue's; the MinAtar presets update every step (Young & Tian's). A row's
+process has the preset's TF threads (`learner_threads`), as training's.
 
 Reported: rank-based's cost over proportional (agent steps/s; target <= 5%),
 and each end-to-end rate against 1/(1/env + 1/(learner x update_period)), the
@@ -80,12 +83,14 @@ FLAGS = flags.FLAGS
 VARIANTS = {"uniform": "ddqn", "rank": "ddqn_rank", "proportional": "ddqn_prop"}
 COLUMNS = ("measurement", "replay", "actors", "envs_per_actor")
 RATES = ("agent_steps_per_s", "updates_per_s", "bytes_per_transition", "rank_tracker_bytes_per_item")
+# Issue #12's targets hold at PER's replay ratio, one update of 32 per 4 agent steps (8 samples per insert).
+PER_UPDATE_PERIOD = 4
 RANK_OVERHEAD_TARGET = 0.05
 BOUND_TARGET = 0.80
 
 
 def benchmark_config(env: str, variant: str, min_replay_size: int, envs_per_actor: int | None = None) -> PerConfig:
-    """The family's preset for `variant`, acting at its final epsilon, learning after `min_replay_size`."""
+    """The family's preset for `variant` at PER's ratio, acting at its final epsilon, learning after the fill."""
     family, _ = envs.parse(env)
     name = f"{family}_{VARIANTS[variant]}"
     if name not in PRESETS:
@@ -95,6 +100,7 @@ def benchmark_config(env: str, variant: str, min_replay_size: int, envs_per_acto
         preset, env=env, epsilon_start=preset.epsilon_end, min_replay_size=min_replay_size,
         replay_capacity=max(preset.replay_capacity, min_replay_size),
         envs_per_actor=envs_per_actor or preset.envs_per_actor,
+        update_period=PER_UPDATE_PERIOD,  # The MinAtar presets update every step (Young & Tian's ratio).
     )  # fmt: skip
 
 

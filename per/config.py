@@ -220,20 +220,17 @@ MINATAR_DDQN = PerConfig(
     replay_capacity=100_000,  # Y&T: REPLAY_BUFFER_SIZE.
     min_replay_size=5_000,  # Y&T: REPLAY_START_SIZE.
     batch_size=32,  # Y&T: BATCH_SIZE.
-    # PER §4's ratio, one update per 4 agent steps (8 samples per insert), not
-    # Y&T's TRAINING_FREQ = 1: measured on this project's 2-core machine, one
-    # update per step ran 50 agent steps/s (5M frames: 28 h), one per 4 steps
-    # 360/s (2M frames: 1.5 h). Remeasured alone on MinAtar Breakout at
-    # c507eae (issue #13's faster replay): one update per step 370/s over
-    # 37K frames and 200-310/s over 2M (2.5 h), one per 4 about 700/s
-    # (`per.benchmark_agent`). `reproduce.per.minatar`'s arm
-    # `uniform_every_step` runs Y&T's ratio.
-    update_period=4,
-    # Y&T: TARGET_NETWORK_UPDATE_FREQ = 1,000, counted in updates, which at their
-    # one update per frame is 1,000 frames. We keep the 1,000 frames: at one
-    # update per 4 frames that is 250 updates (issue #12 said 1,000 updates;
-    # `uniform_every_step` runs 1,000 updates at Y&T's ratio).
-    target_update_period=250,
+    # Y&T: TRAINING_FREQ = 1, one update per agent step (32 samples per insert).
+    # Until 2026-11-25 PER §4's one per 4 steps, chosen for speed. With Y&T's
+    # optimizer (no momentum) it learned far slower: uniform Asterix reached 0.76
+    # at 520K frames and 4.66 at 2M against 8.3 at 520K at one per step
+    # (results/per/archive/update_every_4/). On one learner thread one per step
+    # runs about 400-450 agent steps/s alone here, 2M frames in about 80 min.
+    # `reproduce.per.minatar`'s arm `uniform_every_4` runs PER's ratio.
+    update_period=1,
+    # Y&T: TARGET_NETWORK_UPDATE_FREQ = 1,000 updates, which at one update per
+    # frame is also 1,000 frames.
+    target_update_period=1_000,
     discount=0.99,  # Y&T: GAMMA.
     clip_rewards=False,  # Y&T: raw MinAtar rewards.
     loss_reduction="mean",  # Y&T: PyTorch's smooth_l1_loss averages over the minibatch.

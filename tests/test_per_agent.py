@@ -461,12 +461,13 @@ def test_presets_hold_the_papers_values():
     assert (p["atari_ddqn_prop"].alpha, p["atari_ddqn_prop"].beta0) == (0.6, 0.4)
     assert p["atari_ddqn"].samples_per_insert == 8  # 32 per 4 agent steps.
     assert p["atari_ddqn"].target_update_period * p["atari_ddqn"].update_period == 30_000  # Agent steps.
-    assert p["minatar_ddqn"].samples_per_insert == 8 and p["minatar_ddqn"].replay_capacity == 100_000
+    # Y&T: one update of 32 per agent step (TRAINING_FREQ = 1), replay 100K.
+    assert p["minatar_ddqn"].samples_per_insert == 32 and p["minatar_ddqn"].replay_capacity == 100_000
     # PER §4 uses tuned DDQN's network, whose head shares one bias; Y&T's MinAtar head has one per action.
     assert all(p[n].shared_bias for n in ("atari_ddqn", "atari_ddqn_rank", "atari_ddqn_prop"))
     assert not any(p[n].shared_bias for n in ("minatar_ddqn", "minatar_ddqn_rank", "minatar_ddqn_prop"))
-    # Y&T's target copy every 1,000 frames, at one update per 4 frames.
-    assert p["minatar_ddqn"].target_update_period * p["minatar_ddqn"].update_period == 1_000
+    # Y&T's target copy every 1,000 updates, one per frame.
+    assert (p["minatar_ddqn"].target_update_period, p["minatar_ddqn"].update_period) == (1_000, 1)
     # Y&T's optimizer: PyTorch's centered RMSProp, alpha 0.95, eps 0.01 (outside the root), no momentum.
     for name in ("minatar_ddqn", "minatar_ddqn_rank", "minatar_ddqn_prop"):
         optimizer = (p[name].rmsprop_form, p[name].rmsprop_decay, p[name].rmsprop_epsilon, p[name].rmsprop_momentum)

@@ -44,13 +44,17 @@ def test_the_fig12_arms_are_what_per_compares():
     assert (rank.beta0, rank.beta_final) == (0.5, 1.0)
 
 
-def test_the_every_step_arm_is_young_and_tians_ratio():
-    """One update per agent step (32 samples per insert) and a target copy every 1,000 frames, as Y&T's DQN."""
-    every_step, uniform = resolve("uniform_every_step"), resolve("uniform")
-    assert every_step.replay == uniform.replay == "uniform"
-    assert (every_step.update_period, every_step.samples_per_insert) == (1, 32.0)
-    assert every_step.target_update_period * every_step.update_period == 1_000
-    assert uniform.target_update_period * uniform.update_period == 1_000
+def test_the_presets_run_young_and_tians_ratio_and_the_every_4_arm_pers():
+    """Y&T: one update per agent step (32 samples per insert), the target copied every 1,000 updates (frames).
+
+    The ablation: PER §4's one update per 4 steps (8 per insert), the target still every 1,000 frames.
+    """
+    every_4, uniform, rank, proportional = (resolve(a) for a in ("uniform_every_4", "uniform", "rank", "proportional"))
+    for variant in (uniform, rank, proportional):
+        assert (variant.update_period, variant.samples_per_insert, variant.target_update_period) == (1, 32.0, 1_000)
+    assert every_4.replay == uniform.replay == "uniform"
+    assert (every_4.update_period, every_4.samples_per_insert, every_4.target_update_period) == (4, 8.0, 250)
+    assert dataclasses.replace(every_4, update_period=1, target_update_period=1_000) == uniform
 
 
 def test_the_small_step_arm_is_uniform_at_the_prioritized_step_size():
@@ -95,13 +99,13 @@ def test_fig12_holds_only_the_games_where_an_importance_sampling_arm_ran():
 
 
 def test_the_update_ratio_study_sets_each_ratio_beside_uniform_and_young_and_tian():
-    runs = [summary("uniform", 5.0), summary("uniform_every_step", 11.0), summary("rank_full_is", 9.0)]
+    runs = [summary("uniform", 5.0), summary("uniform_every_4", 11.0), summary("rank_full_is", 9.0)]
     chosen = minatar.side_summaries(runs, minatar.RATIO_ARMS, minatar.RATIO_CURVES)
-    assert [s["variant"] for s in chosen] == ["uniform", "uniform_every_step"]
+    assert [s["variant"] for s in chosen] == ["uniform", "uniform_every_4"]
     rows = minatar.table_rows(chosen, {"breakout": 10.3}, minatar.RATIO_CURVES)
     assert rows[1]["frames_to_uniform_final"] == 1_000_000  # Its curve is at 5.5 at 1M frames: past uniform's 5.0.
     text = minatar.side_markdown("the update ratio", minatar.RATIO_TEXT, rows, "full")
-    assert "| breakout | uniform_every_step | 0 | 2,000,000 | 11.00 | 10.3 | 1,000,000 | 0.000 |" in text
+    assert "| breakout | uniform_every_4 | 0 | 2,000,000 | 11.00 | 10.3 | 1,000,000 | 0.000 |" in text
     assert [minatar.hours(s) for s in (None, 90.0, 5_400.0)] == ["", "0.025", "1.5"]  # A quick run is not 0.0 h.
 
 

@@ -37,7 +37,9 @@ ATARI = dataclasses.replace(
     alpha=1.0, priority_epsilon=0.0,  # A seen item's priority 0 is never drawn again: see `read_all`.
 )  # fmt: skip
 SINGLE = {
-    "minatar": dataclasses.replace(PRESETS["minatar_ddqn_prop"], envs_per_actor=2, alpha=1.0, priority_epsilon=0.0),
+    "minatar": dataclasses.replace(
+        PRESETS["minatar_ddqn_prop"], envs_per_actor=2, update_period=2, alpha=1.0, priority_epsilon=0.0
+    ),
     "toy": dataclasses.replace(PRESETS["toy"], envs_per_actor=2, alpha=1.0, priority_epsilon=0.0),
 }
 

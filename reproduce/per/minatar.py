@@ -7,7 +7,7 @@ agent and replay variants (`per.train`, presets `minatar_ddqn`, `_rank`,
     python -m reproduce.per.minatar --profile full       # 2M frames a run, 5 games x 3 variants
     python -m reproduce.per.minatar --profile full --games breakout --variants rank
     python -m reproduce.per.minatar --profile full --games breakout --variants rank_full_is,rank_no_is
-    python -m reproduce.per.minatar --profile full --games breakout --variants uniform_every_step
+    python -m reproduce.per.minatar --profile full --games breakout --variants uniform_every_4
     python -m reproduce.per.minatar --profile full --games seaquest --variants uniform_small_step
     python -m reproduce.per.minatar --profile full --games freeway --frames 5e6 --extend  # on to Y&T's 5M
     python -m reproduce.per.minatar --profile quick      # smoke scale: one game, 15K frames a run
@@ -22,8 +22,8 @@ Two appendix figures come from the same runs:
   divided by 4), beside uniform and the annealed rank-based run: the arms
   `rank_full_is` and `rank_no_is` (not run by default), in fig12.{csv,md,png}.
 
-One ablation: Young & Tian's replay ratio, one update per agent step, against
-the presets' (PER's) one per 4: the arm `uniform_every_step` (not run by
+One ablation: PER's replay ratio, one update per 4 agent steps, against the
+presets' (Young & Tian's) one per step: the arm `uniform_every_4` (not run by
 default) beside `uniform`, in update_ratio.{csv,md,png}. One control: uniform
 replay at the prioritized presets' step size, a quarter of uniform's: the arm
 `uniform_small_step` (not run by default) beside the three variants, in
@@ -83,11 +83,11 @@ FIG12_ARMS = {
     "rank_full_is": ("minatar_ddqn_rank", ("beta0=1.0", "beta_final=1.0", "learning_rate=0.00025")),
     "rank_no_is": ("minatar_ddqn_rank", ("beta0=0.0", "beta_final=0.0")),
 }
-# Young & Tian's replay ratio, one update per agent step (32 samples per insert),
-# and their target period of 1,000 frames, now 1,000 updates: is PER's ratio of
-# one update per 4 steps, which the presets use for speed, why uniform DDQN
-# trails their DQN?
-RATIO_ARMS = {"uniform_every_step": ("minatar_ddqn", ("update_period=1", "target_update_period=1000"))}
+# PER §4's replay ratio, one update per 4 agent steps (8 samples per insert), with
+# Young & Tian's target period of 1,000 frames, 250 updates: what the presets
+# gain from their ratio, one update per step (the presets had PER's until
+# 2026-11-25; results/per/archive/update_every_4/).
+RATIO_ARMS = {"uniform_every_4": ("minatar_ddqn", ("update_period=4", "target_update_period=250"))}
 # The prioritized presets divide the step size by 4 (PER App. B.2.2), uniform's
 # does not: uniform replay at the prioritized arms' step size separates what
 # prioritization gains from what the smaller step gains.
@@ -95,7 +95,7 @@ STEP_ARMS = {"uniform_small_step": ("minatar_ddqn", ("learning_rate=0.0000625",)
 ARMS = {**{variant: (preset, ()) for variant, preset in VARIANTS.items()}, **FIG12_ARMS, **RATIO_ARMS, **STEP_ARMS}
 ARM_COLOURS = {arm: f"C{i}" for i, arm in enumerate(ARMS)}  # One colour per arm in every figure.
 FIG12_CURVES = ("uniform", "rank", "rank_full_is", "rank_no_is")  # Fig. 12 shows the first, third and fourth.
-RATIO_CURVES = ("uniform", "uniform_every_step")
+RATIO_CURVES = ("uniform", "uniform_every_4")
 STEP_CURVES = ("uniform", "uniform_small_step", "rank", "proportional")
 TD_ERROR_SNAPSHOTS = 20  # App. Fig. 10's snapshots per run (PER: one per 10^6 of 200M frames).
 FRAMES = {"quick": 15_000, "full": 2_000_000}
@@ -167,15 +167,15 @@ def markdown(rows: list[dict], profile: str) -> str:
         "MinAtar instead of Atari. `last100`: the mean return of the last 100 training episodes",
         "(epsilon-greedy, epsilon 0.1 after 100K frames), the statistic of Young & Tian 2019, whose DQN",
         "is shown at *its* budget of 5M frames (read off their figures, about ±0.3; ±1 on Space",
-        "Invaders). A run of fewer frames: compare with that in mind. One update per 4 agent steps",
-        "(PER's ratio; Y&T update every step), the target network copied every 250 updates (Y&T's 1,000",
-        "frames; they copy every 1,000 updates, one per frame), Double DQN targets, Y&T's optimizer",
-        "(PyTorch's centered RMSProp, epsilon 0.01, no momentum; before 2026-11-25 ours had momentum 0.95:",
-        "results/per/archive/rmsprop_momentum/), the step size divided by 4 for the prioritized variants",
-        "(PER App. B.2.2). `to uniform`: frames until the variant's 100-episode",
-        "mean first reached the uniform run's final score (same game, seed and budget; PER Fig. 4/7's",
-        "question; `-`: no uniform run of that budget). A run extended to a larger budget (`--extend`)",
-        "annealed beta to 1 by its first budget and held it there: its provenance has each segment.",
+        "Invaders). A run of fewer frames: compare with that in mind. Young & Tian's settings: one update",
+        "per agent step, the target network copied every 1,000 updates, their optimizer (PyTorch's",
+        "centered RMSProp, epsilon 0.01, no momentum), with Double DQN targets and the step size divided",
+        "by 4 for the prioritized variants (PER App. B.2.2). Earlier studies, with momentum 0.95 and then",
+        "with PER's one update per 4 steps, are in results/per/archive/. `to uniform`: frames until the",
+        "variant's 100-episode mean first reached the uniform run's final score (same game, seed and",
+        "budget; PER Fig. 4/7's question; `-`: no uniform run of that budget). A run extended to a larger",
+        "budget (`--extend`) annealed beta to 1 by its first budget and held it there: its provenance has",
+        "each segment.",
         "",
         "| game | variant | seed | frames | last100 | Y&T DQN (5M) | to uniform's final |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -261,12 +261,12 @@ FIG12_TEXT = (
     "faster early, correction is safer later), not a measurement of it.",
 )
 RATIO_TEXT = (
-    "`uniform`: the preset, one update per 4 agent steps (PER §4's ratio, 8 samples per insert), the",
-    "target copied every 250 updates; `uniform_every_step`: one update per agent step (Young & Tian's",
-    "TRAINING_FREQ, 32 samples per insert), the target copied every 1,000 updates. Both copy it every",
+    "`uniform`: the preset, one update per agent step (Young & Tian's TRAINING_FREQ, 32 samples per",
+    "insert), the target copied every 1,000 updates; `uniform_every_4`: one update per 4 agent steps",
+    "(PER §4's ratio, 8 samples per insert), the target copied every 250 updates. Both copy it every",
     "1,000 frames, as Y&T; nothing else differs. `last100`: the mean return of the last 100 training",
-    "episodes, Y&T's statistic; their DQN is shown at its budget of 5M frames. One seed per arm: whether",
-    "the ratio explains uniform DDQN's gap to Y&T's DQN in minatar.md, not a measurement of its size.",
+    "episodes, Y&T's statistic; their DQN is shown at its budget of 5M frames. One seed per arm: what",
+    "the presets' ratio gains over PER's at this budget, not a measurement of its size.",
 )
 STEP_TEXT = (
     "`uniform`: the preset, Y&T's step size 0.00025; `uniform_small_step`: uniform replay at 0.0000625, the",
