@@ -222,10 +222,10 @@ MINATAR_DDQN = PerConfig(
     batch_size=32,  # Y&T: BATCH_SIZE.
     # Y&T: TRAINING_FREQ = 1, one update per agent step (32 samples per insert).
     # Until 2026-11-25 PER §4's one per 4 steps, chosen for speed. With Y&T's
-    # optimizer (no momentum) it learned far slower: uniform Asterix reached 0.76
-    # at 520K frames and 4.66 at 2M against 8.3 at 520K at one per step
-    # (results/per/archive/update_every_4/). On one learner thread one per step
-    # runs about 400-450 agent steps/s alone here, 2M frames in about 80 min.
+    # optimizer (no momentum) it learned far slower: uniform Asterix reached 4.66
+    # at 2M frames, 14.49 at one per step (results/per/archive/update_every_4/).
+    # On one learner thread one per step ran about 380 agent steps/s alone here,
+    # 2M frames in 1.5 h.
     # `reproduce.per.minatar`'s arm `uniform_every_4` runs PER's ratio.
     update_period=1,
     # Y&T: TARGET_NETWORK_UPDATE_FREQ = 1,000 updates, which at one update per

@@ -693,8 +693,8 @@ STUDIES: tuple[Study, ...] = (
         "`python -m reproduce.per.minatar --profile full [--games G --variants V --frames N [--extend]]`",
         "`per/full/minatar.{csv,md,png}`, `fig10_<game>.png`, one summary per run in `per/full/minatar_runs/`",
         "reduced: MinAtar, 2M frames per run (the profile's; `--extend` trains runs on toward Young & Tian's 5M), "
-        "1 seed; assembled across sessions (the table lists the runs still missing); restarted with Young & Tian's "
-        "optimizer (no momentum), the earlier study archived below",
+        "1 seed; assembled across sessions (the table lists the runs still missing); restarted at Young & Tian's "
+        "ratio and optimizer (one update per step, no momentum), the earlier studies archived below",
         "per/full/minatar",
         per_minatar,
     ),
@@ -710,9 +710,9 @@ STUDIES: tuple[Study, ...] = (
     ),
     Study(
         "Prioritized replay",
-        "Uniform Double DQN at Young & Tian's replay ratio (one update per agent step) beside PER's (one per 4, "
-        "the presets')",
-        "`python -m reproduce.per.minatar --profile full --games G --variants uniform_every_step`",
+        "Uniform Double DQN at PER's replay ratio (one update per 4 agent steps) beside Young & Tian's (one per "
+        "step, the presets')",
+        "`python -m reproduce.per.minatar --profile full --games G --variants uniform_every_4`",
         "`per/full/update_ratio.{csv,md,png}`",
         "reduced: MinAtar, 2M frames per run, 1 seed",
         "per/full/update_ratio",
@@ -745,6 +745,24 @@ STUDIES: tuple[Study, ...] = (
             ("App. Fig. 12, rank-based replay with full and with no IS correction", "fig12", per_arms),
             ("uniform Double DQN at Young & Tian's replay ratio", "update_ratio", per_arms),
             ("uniform Double DQN at the prioritized variants' step size", "step_size", per_arms),
+        )
+    ),
+    *(
+        Study(
+            "Prioritized replay",
+            f"Archived, superseded: {name}, at PER's one update per 4 agent steps (the presets now update every "
+            "step, as Young & Tian; `per/archive/update_every_4/README.md`)",
+            "at `b1ea666` with the archived summaries in `per/full/minatar_runs/`, `python -m reproduce.per.minatar "
+            "--profile full --games asterix,seaquest --variants uniform,uniform_every_step` (trains nothing; the "
+            "archive's README)",
+            f"`per/archive/update_every_4/{stem}.{{csv,md,png}}`",
+            "reduced: MinAtar, 2M frames per run, 1 seed; not the current presets",
+            f"per/archive/update_every_4/{stem}",
+            headline,
+        )
+        for name, stem, headline in (
+            ("uniform Double DQN on Asterix and Seaquest", "minatar", per_minatar),
+            ("uniform Double DQN at Young & Tian's replay ratio on Asterix", "update_ratio", per_arms),
         )
     ),
     Study(

@@ -28,7 +28,7 @@ SUITES = ("minatar", "atari57", "dmlab30")
 DEFAULT_RATES = {
     ("impala", "minatar"): (7000.0, "results/impala/full/minatar: 5M frames in 620-894 s"),
     ("impala", "atari"): (9300.0, "results/impala/full/atari: Pong, 50M frames in 5390 s"),
-    ("ddqn", "minatar"): (214.0, "results/per/archive/rmsprop_momentum/minatar_runs: 2M frames in 9329 s"),
+    ("ddqn", "minatar"): (380.0, "results/per/archive/update_every_4/minatar_runs: every step, 2M frames in 5263 s"),
     ("laser", "minatar"): (1600.0, "results/laser/benchmarks/benchmark.md: fresh frames/s at 87.5% replay"),
 }
 # The one agent that trains on a mixture of levels (IMPALA §5.3).
