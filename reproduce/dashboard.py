@@ -732,38 +732,40 @@ STUDIES: tuple[Study, ...] = (
     *(
         Study(
             "Prioritized replay",
-            f"Archived, superseded: {name}, with RMSProp momentum 0.95 (Young & Tian used none; "
-            "`per/archive/rmsprop_momentum/README.md`)",
-            "`git checkout e4a0de3`, then `python -m reproduce.per.minatar --profile full` (trains nothing)",
-            f"`per/archive/rmsprop_momentum/{stem}.{{csv,md,png}}`",
-            "reduced: MinAtar, 2M frames per run (two small-step runs also to 5M), 1 seed; not the current presets",
-            f"per/archive/rmsprop_momentum/{stem}",
+            f"Archived, superseded: {name}, {why}; `per/archive/{archive}/README.md`)",
+            command,
+            f"`per/archive/{archive}/{stem}.{{csv,md,png}}`",
+            f"reduced: MinAtar, 2M frames per run{extra}, 1 seed; not the current presets",
+            f"per/archive/{archive}/{stem}",
             headline,
         )
-        for name, stem, headline in (
-            ("uniform, rank-based and proportional Double DQN on the 5 MinAtar games", "minatar", per_minatar),
-            ("App. Fig. 12, rank-based replay with full and with no IS correction", "fig12", per_arms),
-            ("uniform Double DQN at Young & Tian's replay ratio", "update_ratio", per_arms),
-            ("uniform Double DQN at the prioritized variants' step size", "step_size", per_arms),
+        for archive, why, command, extra, studies in (
+            (
+                "rmsprop_momentum",
+                "with RMSProp momentum 0.95 (Young & Tian used none",
+                "`git checkout e4a0de3`, then `python -m reproduce.per.minatar --profile full` (trains nothing)",
+                " (two small-step runs also to 5M)",
+                (
+                    ("uniform, rank-based and proportional Double DQN on the 5 MinAtar games", "minatar", per_minatar),
+                    ("App. Fig. 12, rank-based replay with full and with no IS correction", "fig12", per_arms),
+                    ("uniform Double DQN at Young & Tian's replay ratio", "update_ratio", per_arms),
+                    ("uniform Double DQN at the prioritized variants' step size", "step_size", per_arms),
+                ),
+            ),
+            (
+                "update_every_4",
+                "at PER's one update per 4 agent steps (the presets now update every step, as Young & Tian",
+                "at `b1ea666` with the archived summaries in `per/full/minatar_runs/`, `python -m "
+                "reproduce.per.minatar --profile full --games asterix,seaquest --variants uniform,uniform_every_step` "
+                "(trains nothing; the archive's README)",
+                "",
+                (
+                    ("uniform Double DQN on Asterix and Seaquest", "minatar", per_minatar),
+                    ("uniform Double DQN at Young & Tian's replay ratio on Asterix", "update_ratio", per_arms),
+                ),
+            ),
         )
-    ),
-    *(
-        Study(
-            "Prioritized replay",
-            f"Archived, superseded: {name}, at PER's one update per 4 agent steps (the presets now update every "
-            "step, as Young & Tian; `per/archive/update_every_4/README.md`)",
-            "at `b1ea666` with the archived summaries in `per/full/minatar_runs/`, `python -m reproduce.per.minatar "
-            "--profile full --games asterix,seaquest --variants uniform,uniform_every_step` (trains nothing; the "
-            "archive's README)",
-            f"`per/archive/update_every_4/{stem}.{{csv,md,png}}`",
-            "reduced: MinAtar, 2M frames per run, 1 seed; not the current presets",
-            f"per/archive/update_every_4/{stem}",
-            headline,
-        )
-        for name, stem, headline in (
-            ("uniform Double DQN on Asterix and Seaquest", "minatar", per_minatar),
-            ("uniform Double DQN at Young & Tian's replay ratio on Asterix", "update_ratio", per_arms),
-        )
+        for name, stem, headline in studies
     ),
     Study(
         "Prioritized replay",
