@@ -20,6 +20,12 @@ C = TypeVar("C")
 
 # What a resumed run may change: its budget and how it is run, never its maths.
 OPERATIONAL_FIELDS = ("total_frames", "num_actors", "learner_threads", "log_every_s", "checkpoint_every_s")
+# The envs' and numpy's legacy seeders take seeds below 2^32, and env i of a
+# batch is seeded seed + i (`common.envs`): half the range leaves room for both.
+MAX_SEED = 2**31 - 1
+# Far beyond any budget (Atari-57 at 200M frames a game is 1.1e10); frame
+# counters are int64 tensors, which 1e20 would overflow.
+MAX_FRAMES = 10**15
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +49,26 @@ def override(config: C, overrides: Mapping[str, Any], what: str) -> C:
         if name not in known:
             raise choice_error(f"{what} option", name, known)
     return dataclasses.replace(config, **overrides)
+
+
+def check_run_fields(config: Any) -> None:
+    """A `UsageError` for a bad value of the fields every agent's config has: seed, budget and the run's periods."""
+    if not 0 <= config.seed <= MAX_SEED:
+        raise UsageError(f"seed={config.seed}: must be in [0, {MAX_SEED}]")
+    if not 1 <= config.total_frames <= MAX_FRAMES:
+        raise UsageError(f"total_frames={config.total_frames:g}: must be in [1, {MAX_FRAMES:g}]")
+    for name in ("log_every_s", "checkpoint_every_s"):
+        if not getattr(config, name) > 0:  # 0 would log or checkpoint after every step.
+            raise UsageError(f"{name}={getattr(config, name)}: must be > 0 seconds")
+
+
+def check_rmsprop(config: Any) -> None:
+    """A `UsageError` for RMSProp hyper-parameters outside their ranges (`common.optimizers`)."""
+    for name in ("rmsprop_decay", "rmsprop_momentum"):  # Averaging weights: 1 would never move.
+        if not 0.0 <= getattr(config, name) < 1.0:
+            raise UsageError(f"{name}={getattr(config, name)}: must be in [0, 1)")
+    if not config.rmsprop_epsilon > 0:  # It keeps the step finite where the mean square is 0.
+        raise UsageError(f"rmsprop_epsilon={config.rmsprop_epsilon}: must be > 0")
 
 
 def to_json(config: Any) -> str:
@@ -100,8 +126,12 @@ def requested_fields(request: Request, base: Any) -> dict[str, Any]:
     if request.env is not None:
         fields["env"] = request.env
     if request.frames is not None:
-        if request.frames < 1 or not float(request.frames).is_integer():
-            raise UsageError(f"--frames={request.frames:g}: must be a whole number of frames >= 1, e.g. 5e6")
+        if not 1 <= request.frames <= MAX_FRAMES or not float(request.frames).is_integer():
+            raise UsageError(
+                f"--frames={request.frames:g}: must be a whole number of frames in [1, {MAX_FRAMES:g}], e.g. 5e6"
+            )
+        if "total_frames" in fields and fields["total_frames"] != int(request.frames):
+            raise UsageError("--frames and --config_override total_frames=... disagree; pass one of them")
         fields["total_frames"] = int(request.frames)
     if request.actors is not None:
         fields["num_actors"] = request.actors

@@ -1,12 +1,15 @@
 """User-facing errors: one line naming what is accepted, exit status 2.
 
 Library code raises `UsageError`; entry points wrap their `main` in `cli` so a
-user who mistypes a flag, name or file sees one line and no traceback.
+user who mistypes a flag, name or file sees one line and no traceback, and a
+Ctrl-C that no loop handles (an evaluation, a start-up) is one line too, exit
+130 as a shell reports it.
 """
 
 from __future__ import annotations
 
 import functools
+import signal
 import sys
 from typing import Callable, Collection, Iterable, Sequence, TypeVar
 
@@ -63,5 +66,8 @@ def cli(main: F) -> F:
             return main(*args, **kwargs)
         except UsageError as error:
             exit_with_usage_error(error)
+        except KeyboardInterrupt as interrupt:  # Ctrl-C outside a training loop (which saves and says so).
+            print(f"{_program_name()}: interrupted", file=sys.stderr)
+            sys.exit(getattr(interrupt, "exit_code", 128 + signal.SIGINT))
 
     return wrapped  # type: ignore[return-value]

@@ -16,6 +16,7 @@ Table 4's median; Table 3's mean capped).
 
 from __future__ import annotations
 
+import itertools
 import json
 import pathlib
 import time
@@ -47,7 +48,10 @@ def define_flags(default_episodes: int, source: str) -> None:
     flags.DEFINE_integer(
         "envs", EVAL_ENVS, "Envs played at once; each plays a share of the episodes fixed before play begins."
     )
-    flags.DEFINE_integer("seed", 1, "Seed of the evaluation env and the policy's random choices.", lower_bound=0)
+    flags.DEFINE_integer(
+        "seed", 1, "Seed of the evaluation env and the policy's random choices.", lower_bound=0,
+        upper_bound=config_lib.MAX_SEED,
+    )  # fmt: skip
     flags.DEFINE_float("log_every_s", 10.0, "Seconds between progress lines.", lower_bound=0.0)
     cli.list_as_main_flags(("episodes", "envs", "seed", "log_every_s"))
 
@@ -145,6 +149,17 @@ def _progress(returns: list[list[float]], episodes: int, start: float) -> float:
     return now
 
 
+def write_result(directory: pathlib.Path, step: int, result: dict[str, Any]) -> pathlib.Path:
+    """Writes RUN_DIR/eval_step<step>.json; an earlier evaluation of the step is kept as eval_step<step>.json.<k>."""
+    path = directory / f"eval_step{step}.json"
+    if path.exists():
+        kept = next(p for k in itertools.count(1) if not (p := path.with_name(f"{path.name}.{k}")).exists())
+        path.rename(kept)
+        print(f"an earlier evaluation of learner step {step} is kept as {kept}")
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    return path
+
+
 def report(
     directory: pathlib.Path, config: Any, step: int, returns: list[float], seed: int, wall_time_s: float,
     atari_protocol: str, extra: dict[str, Any] | None = None,
@@ -159,8 +174,7 @@ def report(
     protocol = {"atari": atari_protocol, **SCORE_PROTOCOLS}.get(family)
     if protocol is not None:
         result["human_normalized"] = scores.normalized(name, result["mean_return"], protocol)
-    path = directory / f"eval_step{step}.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    path = write_result(directory, step, result)
     normalized = f", {100 * result['human_normalized']:.1f}% of human" if "human_normalized" in result else ""
     print(
         f"{config.env} at learner step {step}: mean return {result['mean_return']:.2f} "
@@ -205,8 +219,7 @@ def report_suite(
         "env": config.env, "checkpoint_step": step, "episodes": len(next(iter(returns.values()))), "seed": seed,
         "wall_time_s": round(wall_time_s, 1), **suite_result(config, returns),
     }  # fmt: skip
-    path = directory / f"eval_step{step}.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    path = write_result(directory, step, result)
     print(f"{'level':40s} {'mean return':>12s} {'human':>8s}")
     for level, entry in result["levels"].items():
         print(f"{level:40s} {entry['mean_return']:12.2f} {100 * entry['human_normalized']:7.1f}%")

@@ -84,7 +84,7 @@ def define_flags(agent_name: str, presets: Mapping[str, Any], default_preset: st
     flags.DEFINE_string("env", None, "Env spec overriding the preset's, e.g. atari:breakout.")
     flags.DEFINE_float("frames", None, "Frame budget (total_frames), e.g. 5e6; with --resume, extends the run.")
     flags.DEFINE_integer("actors", None, "Actor processes (num_actors).")
-    flags.DEFINE_integer("seed", None, "Seed overriding the preset's.", lower_bound=0)
+    flags.DEFINE_integer("seed", None, "Seed overriding the preset's.", lower_bound=0, upper_bound=config_lib.MAX_SEED)
     flags.DEFINE_multi_string(
         "config_override", [], f"Config field NAME=VALUE; repeat for more. Fields (dataclass defaults; a preset "
         f"sets its own values): {listed}.",
@@ -141,6 +141,12 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     run_dir.check(directory, resume=options.resume, overwrite=options.overwrite)
     if options.resume:
         saved = config_lib.load(type(config), directory / "config.json", "the run's")
+        trained = run_dir.trained_frames(directory)
+        if request.frames is not None and request.frames < trained:
+            raise UsageError(
+                f"--frames={request.frames:g}: the run has trained {trained:,} frames already; give a larger budget "
+                f"to train it on, or leave out --frames to keep its own ({run_dir.last_budget(directory) or 0:,})"
+            )
         if request.frames is None:  # Keep the budget of the latest start, which a resume may have raised.
             request = dataclasses.replace(request, frames=run_dir.last_budget(directory))
         config = config_lib.resume(saved, request, agent.presets, what)

@@ -113,7 +113,7 @@ def run(
     def save() -> None:
         manager.save(checkpoint_number=learner.steps)
         learner.save_extra()
-        record.update()
+        record.update(learner.frames)  # A resume's budget may not fall below it (`common.launch`).
 
     def request_stop(signum: int, _) -> None:  # Only sets `stop`: raising could land inside a C++ call.
         received.append(signum)
@@ -185,7 +185,7 @@ def _finish(
 ) -> None:
     final = {
         "frames": learner.frames, "learner_steps": learner.steps, "episodes": episodes.count,
-        "mean_return_last_100": episodes.mean_recent(), "wall_time_s": record.update(),
+        "mean_return_last_100": episodes.mean_recent(), "wall_time_s": record.update(learner.frames),
         "segments": len(record.segments), "actor_restarts": actors.restarts if actors else 0,
         **({"tasks": episodes.task_summary()} if episodes.task_summary() else {}),
         **getattr(learner, "summary", dict)(),

@@ -90,6 +90,15 @@ def last_budget(directory: pathlib.Path) -> int | None:
     return segments[-1]["total_frames"] if segments else None
 
 
+def trained_frames(directory: pathlib.Path) -> int:
+    """Frames the run has trained, as far as its record says: its last checkpoint's, or where its latest start began."""
+    segments = recorded_segments(directory)
+    last = segments[-1] if segments else {}
+    final = directory / "final.json"
+    finished = json.loads(final.read_text()).get("frames", 0) if final.exists() else 0
+    return max(last.get("frames", 0), last.get("frames_at_start", 0), finished)
+
+
 def segment_seed(seed: int, segment: int) -> int:
     """The seed of a run's start number `segment` (0: the first): the config's seed, then a new one per resume.
 
@@ -138,9 +147,12 @@ class RunRecord:
         """Wall time of every segment, this one up to now."""
         return self.previous_wall_time_s + (time.time() - self._started)
 
-    def update(self) -> float:
-        """Writes the record with the wall time up to now; returns that total (the segments' sum)."""
+    def update(self, frames: int | None = None) -> float:
+        """Writes the record with the wall time up to now (and the frames checkpointed, if given); returns that
+        total (the segments' sum)."""
         self.segments[-1]["wall_time_s"] = round(time.time() - self._started, 1)
+        if frames is not None:
+            self.segments[-1]["frames"] = frames
         total = round(self.previous_wall_time_s + self.segments[-1]["wall_time_s"], 1)
         record = {**self._record, "wall_time_s": total, "segments": self.segments}
         self._path.write_text(json.dumps(record, indent=2, default=str) + "\n")

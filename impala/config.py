@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from common import config as config_lib
 from common import envs
 from common.errors import UsageError, choice_error
 from impala.vtrace import CORRECTIONS
@@ -103,6 +104,8 @@ class ImpalaConfig:
             raise UsageError(f"discount={self.discount}: must be in [0, 1]")
         if self.learning_rate <= 0 or self.max_grad_norm < 0:
             raise UsageError("learning_rate must be > 0 and max_grad_norm >= 0")
+        config_lib.check_run_fields(self)
+        config_lib.check_rmsprop(self)
         if envs.is_suite(self.env):
             self._check_suite()
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from common import config as config_lib
 from common import envs, optimizers
 from common.errors import UsageError, choice_error
 from per import priorities
@@ -134,6 +135,11 @@ class PerConfig:
                 raise UsageError(f"{name}={getattr(self, name)}: must be >= 0")
         if self.alpha < 0:
             raise UsageError(f"alpha={self.alpha}: must be >= 0 (0 samples uniformly)")
+        if self.replay == "uniform" and self.alpha:
+            raise UsageError(
+                f"alpha={self.alpha} with replay=uniform, which samples with P = 1/N whatever alpha is: set alpha=0, "
+                "or choose replay=proportional or rank (e.g. --preset minatar_ddqn_prop)"
+            )
         for name in ("beta0", "beta_final"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -155,6 +161,8 @@ class PerConfig:
                 raise UsageError(f"{name}={getattr(self, name)}: must be in [0, 1]")
         if self.learning_rate <= 0:
             raise UsageError(f"learning_rate={self.learning_rate}: must be > 0")
+        config_lib.check_run_fields(self)
+        config_lib.check_rmsprop(self)
         # Builds (and so checks) the replay's own config too.
         self.replay_config  # noqa: B018
 

@@ -51,11 +51,10 @@ def whole_budget(frames: float, episodes: int | None = None) -> int:
 
     `--frames` is a float flag so that 5e7 is accepted; 0.5 or 0 is then a mistake, not "unset".
     """
-    if episodes is None:
-        if frames < 1 or not float(frames).is_integer():
-            raise UsageError(f"--frames={frames:g}: need a whole number >= 1")
-    elif frames < 1 or not float(frames).is_integer() or episodes < 1:
-        raise UsageError(f"--frames={frames:g} and --eval_episodes={episodes}: need a whole number >= 1 each")
+    if not 1 <= frames <= config_lib.MAX_FRAMES or not float(frames).is_integer():
+        raise UsageError(f"--frames={frames:g}: need a whole number >= 1 (at most {config_lib.MAX_FRAMES:g})")
+    if episodes is not None and episodes < 1:
+        raise UsageError(f"--eval_episodes={episodes}: need a whole number >= 1")
     return int(frames)
 
 

@@ -86,7 +86,8 @@ def test_make_refuses_an_unsupported_python_in_one_line(tmp_path):
 @pytest.mark.parametrize("flag", ["--frames=0.5", "--frames=0", "--eval_episodes=0"])
 def test_reproduce_atari_takes_no_zero_as_unset(flag):
     result = run(sys.executable, "-m", "reproduce.impala.atari", flag)
-    assert_one_line_usage_error(result, "need a whole number >= 1 each")
+    assert_one_line_usage_error(result, f"{flag}: need a whole number >= 1")
+    assert result.stderr.count("--") == 1  # The error names the flag given, not one left at its default.
 
 
 def _files(directory: pathlib.Path) -> dict[str, tuple[int, int]]:

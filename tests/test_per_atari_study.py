@@ -128,9 +128,10 @@ def test_the_study_is_written_from_the_summaries(tmp_path):
     [
         ("--games=pongg", ["--games: unknown atari game 'pongg'", "pong"]),
         ("--variants=prioritized", ["--variants: unknown variant 'prioritized'", "uniform, rank, proportional"]),
-        ("--frames=0.5", ["--frames=0.5", "need a whole number >= 1 each"]),
-        ("--frames=0", ["--frames=0", "need a whole number >= 1 each"]),
-        ("--eval_episodes=0", ["--eval_episodes=0", "need a whole number >= 1 each"]),
+        ("--frames=0.5", ["--frames=0.5: need a whole number >= 1"]),
+        ("--frames=0", ["--frames=0: need a whole number >= 1"]),
+        ("--frames=1e20", ["--frames=1e+20: need a whole number >= 1 (at most 1e+15)"]),
+        ("--eval_episodes=0", ["--eval_episodes=0: need a whole number >= 1"]),
         ("--seeds=0", ["--seeds=0", "not a positive integer"]),
         ("--extend --fresh", ["--fresh retrains from the start and --extend trains on: pass one of them"]),
     ],

@@ -197,8 +197,18 @@ BAD_INPUT = [
     (["--actors=-1"], "num_actors=-1: must be >= 0"),
     (["--config_override=learner_threads=-1"], "learner_threads=-1: must be >= 0"),
     (["--config_override=alpha=nan"], "option alpha='nan': expected a finite number"),  # NaN < 0 is false.
-    (["--seed=-1"], "flag --seed=-1: -1 is not a non-negative integer"),
+    (["--seed=-1"], "flag --seed=-1: -1 is not an integer in the range [0, 2147483647]"),
     (["--preset=atari_ddqn_sorted"], "value should be one of <atari_ddqn|atari_ddqn_rank"),
+    (["--seed=5000000000"], "flag --seed=5000000000: 5000000000 is not an integer in the range [0, 2147483647]"),
+    (["--config_override=seed=-1"], "seed=-1: must be in [0, 2147483647]"),
+    (["--frames=1e20"], "--frames=1e+20: must be a whole number of frames in [1, 1e+15]"),
+    (["--frames=2000", "--config_override=total_frames=3000"], "--frames and --config_override total_frames"),
+    (["--config_override=checkpoint_every_s=0"], "checkpoint_every_s=0.0: must be > 0 seconds"),
+    (["--config_override=log_every_s=-1"], "log_every_s=-1.0: must be > 0 seconds"),
+    (["--config_override=rmsprop_decay=2"], "rmsprop_decay=2.0: must be in [0, 1)"),
+    (["--config_override=rmsprop_momentum=-1"], "rmsprop_momentum=-1.0: must be in [0, 1)"),
+    (["--config_override=rmsprop_epsilon=0"], "rmsprop_epsilon=0.0: must be > 0"),
+    (["--preset=minatar_ddqn", "--config_override=alpha=0.5"], "alpha=0.5 with replay=uniform"),
 ]
 # Each in a process of its own, as a user runs it: a `UsageError` and the flag
 # parser's error. The others share one process (`in_one_process`).

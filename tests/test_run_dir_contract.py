@@ -113,6 +113,11 @@ def test_resume_with_a_larger_budget_continues_the_schedule_and_keeps_every_segm
     episodes_before = (run_dir / "episodes.csv").read_text().splitlines()
     frames = int(checkpoint_value(run_dir, "frames"))
     assert 0 < frames < budget and not (run_dir / "final.json").exists()
+    # A budget below the frames trained is refused, not taken for a finished run.
+    before = usage_cases.snapshot(run_dir)
+    refused = run(f"--run_dir={run_dir}", "--resume", f"--frames={frames - 1}")
+    usage_cases.assert_one_line_error(refused, f"--frames={frames - 1}: the run has trained {frames:,} frames already")
+    assert usage_cases.snapshot(run_dir) == before
     result = run(f"--run_dir={run_dir}", "--resume", f"--frames={frames + 5000}")
     assert result.returncode == 0, result.stdout + result.stderr
     assert (run_dir / "config.json").read_bytes() == config_before  # Never rewritten.
@@ -215,6 +220,27 @@ def test_evaluate_prints_progress_and_writes_its_result(copied_run):
     assert f"written to {copied_run}/eval_step" in result.stdout
     saved = json.loads(next(copied_run.glob("eval_step*.json")).read_text())
     assert saved["episodes"] == 20 and np.isfinite(saved["mean_return"])
+    # Evaluated again: the earlier result is kept beside the new one, not overwritten.
+    again = run(str(copied_run), "--episodes=2", module=[sys.executable, "-m", "impala.evaluate"])
+    assert again.returncode == 0, again.stderr
+    (kept,) = copied_run.glob("eval_step*.json.1")
+    assert json.loads(kept.read_text()) == saved and f"kept as {kept}" in again.stdout
+    assert json.loads(kept.with_suffix("").read_text())["episodes"] == 2
+
+
+@pytest.mark.slow
+def test_an_interrupted_evaluation_is_one_line_and_writes_nothing(copied_run):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "impala.evaluate", str(copied_run), "--episodes=100000", "--log_every_s=0"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    for line in process.stdout:
+        if line.startswith("episodes "):  # Under way.
+            process.send_signal(signal.SIGINT)
+            break
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130 and stderr.strip() == "python -m impala.evaluate: interrupted"
+    assert not list(copied_run.glob("eval_step*"))
 
 
 def recorded_run(run_dir: pathlib.Path, command: str, commits=("abc1234567890",)) -> pathlib.Path:
