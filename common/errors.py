@@ -62,6 +62,9 @@ def cli(main: F) -> F:
 
     @functools.wraps(main)
     def wrapped(*args, **kwargs):
+        # Python leaves Ctrl-C ignored in a process started with it ignored (a
+        # background job, a test runner's worker); here it stops any entry point.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             return main(*args, **kwargs)
         except UsageError as error:
