@@ -139,6 +139,8 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         return
     directory = pathlib.Path(options.run_dir or default_run_dir(agent, request, config))
     run_dir.check(directory, resume=options.resume, overwrite=options.overwrite)
+    if directory.is_dir():
+        run_dir.hold(directory)  # Refused, before anything starts, if another process trains into it.
     if options.resume:
         saved = config_lib.load(type(config), directory / "config.json", "the run's")
         trained = run_dir.trained_frames(directory)

@@ -11,6 +11,8 @@
 The contract: an existing run directory is never touched unless the caller
 resumes it (`--resume`: its own config.json, never rewritten) or asks to
 overwrite it; a start that fails before training removes what it created.
+A run directory belongs to one training process at a time (`hold`): a second
+start on a run that is training is refused before it reads or removes anything.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import collections
 import contextlib
 import csv
 import dataclasses
+import fcntl
 import json
+import os
 import pathlib
 import shutil
 import time
@@ -33,6 +37,52 @@ from common import provenance
 from common.errors import UsageError
 
 EPISODE_FIELDS = ("frames", "episode_return", "episode_length", "wall_time")
+
+# The run directories this process trains into, and the descriptors that lock them.
+_HELD: dict[pathlib.Path, int] = {}
+
+
+def _lock(path: pathlib.Path) -> int:
+    """An exclusive `flock` on the directory `path` itself (nothing is written into it); its descriptor.
+
+    The kernel drops the lock when the process ends, however it ends. A
+    `UsageError` if another process holds it.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise UsageError(
+            f"run directory {path} is in use: another process is training into it; let it finish or stop it "
+            "(Ctrl-C saves a checkpoint), then run this again"
+        ) from None
+    return fd
+
+
+def hold(path: pathlib.Path) -> None:
+    """Marks the run directory `path` as this process's until it exits; a `UsageError` if another's.
+
+    Two processes training into one run (a command typed twice, two studies
+    launching one job) would interleave their checkpoints, replay and
+    episodes, and an `--overwrite` would delete a run under its trainer.
+    """
+    key = path.resolve()
+    if key not in _HELD:
+        _HELD[key] = _lock(key)
+
+
+def release(path: pathlib.Path) -> None:
+    """Gives up `hold` on `path` (a start that failed, or a directory about to be replaced)."""
+    fd = _HELD.pop(path.resolve(), None)
+    if fd is not None:
+        os.close(fd)
+
+
+def check_not_in_use(path: pathlib.Path) -> None:
+    """A `UsageError` if a process is training into the run directory `path` (e.g. before moving it aside)."""
+    if path.is_dir() and path.resolve() not in _HELD:
+        os.close(_lock(path.resolve()))
 
 
 def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
@@ -50,24 +100,33 @@ def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
 
 @contextlib.contextmanager
 def starting(path: pathlib.Path, config: Any, *, resume: bool, overwrite: bool) -> Iterator[pathlib.Path]:
-    """Opens the run directory for a start; removes it again if the start fails.
+    """Opens the run directory for a start, held for this process (`hold`); removes it again if the start fails.
 
     A new run (or an overwritten one) gets its config.json here. If the body
     raises, a directory created here is deleted, so the retry is not refused;
     a resumed run's directory is left as it was.
     """
     check(path, resume=resume, overwrite=overwrite)
+    if path.is_dir():
+        hold(path)  # Before anything in it is read or removed.
     if resume:
-        yield path
+        try:
+            yield path
+        except BaseException:
+            release(path)
+            raise
         return
     if overwrite and path.exists():
         shutil.rmtree(path)
+        release(path)  # The lock was the removed directory's.
     created = not path.exists()
     path.mkdir(parents=True, exist_ok=True)
+    hold(path)
     (path / "config.json").write_text(config_lib.to_json(config) + "\n")
     try:
         yield path
     except BaseException:
+        release(path)
         if created:
             shutil.rmtree(path, ignore_errors=True)
         else:

@@ -70,6 +70,7 @@ def train(
     end still holds the shorter budget's final.json, and is resumed.
     """
     final, goal = run_dir / "final.json", budget(flags)
+    run_dir_lib.check_not_in_use(run_dir)  # Another study (or a hand-typed command) is training it now.
 
     def finished() -> bool:
         return final.exists() and (goal is None or json.loads(final.read_text())["frames"] >= goal)
@@ -583,9 +584,14 @@ def study_record(jobs: dict[str, dict], scale: str, start: float) -> dict:
 
 
 def set_aside(run_dir: pathlib.Path) -> pathlib.Path | None:
-    """Moves `run_dir` to `<name>.old-<UTC time>` beside it (if it exists); returns where."""
+    """Moves `run_dir` to `<name>.old-<UTC time>` beside it (if it exists); returns where.
+
+    Refused while a process trains into it, or into a run inside it (a sweep's members).
+    """
     if not run_dir.exists():
         return None
+    for directory in (run_dir, *(config.parent for config in run_dir.rglob("config.json"))):
+        run_dir_lib.check_not_in_use(directory)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     aside = run_dir.with_name(f"{run_dir.name}.old-{stamp}")
     run_dir.rename(aside)

@@ -19,7 +19,9 @@ import tensorflow as tf
 import usage_cases
 
 from common import envs
+from common import run_dir as run_dir_lib
 from common.errors import UsageError
+from impala.config import PRESETS
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 TRAIN = [sys.executable, "-m", "impala.train"]
@@ -532,3 +534,72 @@ def test_an_expected_time_not_measured_yet_is_named_not_counted(monkeypatch):
     assert _scripts.expected(both, "quick").startswith("about 0 h 10 min")
     assert _scripts.expected(both, "full").startswith("about 0 h 11 min")
     assert _scripts.expected(both, "full").endswith("; not measured yet: reproduce.paper.study")
+
+
+# One training process per run directory. ------------------------------------------
+
+HOLD = (
+    "import pathlib, sys, time; from common import run_dir; "
+    "run_dir.hold(pathlib.Path(sys.argv[1])); print('held', flush=True); time.sleep(300)"
+)
+
+
+@pytest.fixture
+def held_elsewhere():
+    """Holds a run directory from another process, as a run training into it does; frees it at the end."""
+    holders = []
+
+    def hold(path: pathlib.Path) -> subprocess.Popen:
+        holder = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+        holders.append(holder)
+        assert holder.stdout.readline().strip() == "held"
+        return holder
+
+    yield hold
+    for holder in holders:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.slow
+def test_a_run_another_process_trains_is_refused_and_left_as_it_was(copied_run, held_elsewhere):
+    holder = held_elsewhere(copied_run)
+    before = usage_cases.snapshot(copied_run)
+    for args in (["--resume"], ["--overwrite"]):
+        result = run(f"--run_dir={copied_run}", *args, "--frames=20000")
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.stderr.strip() == (
+            f"python -m impala.train: error: run directory {copied_run} is in use: another process is training "
+            "into it; let it finish or stop it (Ctrl-C saves a checkpoint), then run this again"
+        )
+    assert usage_cases.snapshot(copied_run) == before
+    holder.kill()
+    holder.wait()
+    run_dir_lib.check_not_in_use(copied_run)  # The kernel dropped the lock with its process.
+
+
+def test_a_start_holds_its_run_directory_until_it_fails(tmp_path):
+    path = tmp_path / "run"
+    check = "import pathlib, sys; from common import run_dir; run_dir.check_not_in_use(pathlib.Path(sys.argv[1]))"
+    free = [sys.executable, "-c", check, str(path)]
+    with run_dir_lib.starting(path, PRESETS["toy"], resume=False, overwrite=False):
+        assert subprocess.run(free, cwd=REPO, capture_output=True).returncode != 0
+        run_dir_lib.check_not_in_use(path)  # This process's own run.
+    with pytest.raises(RuntimeError):
+        with run_dir_lib.starting(path, PRESETS["toy"], resume=True, overwrite=False):
+            raise RuntimeError("the learner could not be built")
+    assert subprocess.run(free, cwd=REPO, capture_output=True).returncode == 0
+
+
+def test_reproduce_scripts_neither_resume_nor_set_aside_a_run_in_use(tmp_path, held_elsewhere):
+    from reproduce import _runs
+
+    sweep = tmp_path / "sweep"
+    member = recorded_run(sweep.mkdir() or sweep / "member_0", "python -m laser.train --preset=p --frames=7")
+    (member / "final.json").unlink()
+    held_elsewhere(member)
+    with pytest.raises(UsageError, match=f"run directory {member} is in use"):
+        _runs.train("laser.train", member, ["--preset=p", "--frames=7"])
+    with pytest.raises(UsageError, match=f"run directory {member} is in use"):
+        _runs.set_aside(sweep)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep"] and (member / "config.json").exists()
