@@ -195,6 +195,7 @@ class ReplayState(tf.train.experimental.PythonState):
                 rank_inserted_at=np.array([r._rank._inserted_at[int(k)] for k in keys], np.int64),
                 rank_snapshot=np.array(r._rank._snapshot, np.float64),
                 rank_unseen=np.array(r._rank._unseen, np.int64),
+                rank_max_rank=np.array(r._rank.max_rank, np.int64),
             )
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)
@@ -211,6 +212,9 @@ class ReplayState(tf.train.experimental.PythonState):
                 r._rank._inserted_at = dict(zip(keys, arrays["rank_inserted_at"].tolist()))
                 r._rank._snapshot = arrays["rank_snapshot"]
                 r._rank._unseen = int(arrays["rank_unseen"])
+                # A checkpoint from before `max_rank`: the largest rank of its last re-rank.
+                default = r._rank._unseen + len(r._rank._snapshot)
+                r._rank.max_rank = int(arrays["rank_max_rank"]) if "rank_max_rank" in arrays else max(default, 1)
 
 
 class Serialized(tf.train.experimental.PythonState):

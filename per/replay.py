@@ -133,6 +133,14 @@ class RankTracker:
     A snapshot covering fewer than half the known items (at first it is empty,
     and every item would get rank 1, i.e. uniform sampling) forces an early
     re-rank, see `is_stale`.
+
+    Between re-ranks the ranks are offset by what the snapshot no longer
+    counts: U stays the unsampled count of the last re-rank (items inserted
+    since hold rank 1's priority without being counted), and an item whose
+    |delta| changed is searched among snapshot entries that include its own
+    old one. So an update's rank may be off by the inserts since the last
+    re-rank, and may exceed the table's size; `max_rank` keeps the largest
+    rank written, for the least likely item's probability (global_min weights).
     """
 
     def __init__(self, alpha: float, capacity: int):
@@ -141,6 +149,7 @@ class RankTracker:
         self._inserted_at: dict[int, int] = {}
         self._snapshot = np.empty(0)  # -|delta| of known items, ascending.
         self._unseen = 0
+        self.max_rank = 1  # The largest rank whose priority was written since the last re-rank (or at it).
 
     def forget_evicted(self, inserted: int) -> None:
         """Drops keys the FIFO remover has evicted (all older than the last `capacity` inserts)."""
@@ -164,6 +173,7 @@ class RankTracker:
         self._delta.update(zip(keys, abs_delta.tolist()))
         self._inserted_at.update(zip(keys, inserted_at))
         ranks = self._unseen + np.searchsorted(self._snapshot, -abs_delta, side="left") + 1
+        self.max_rank = max(self.max_rank, int(ranks.max(initial=0)))
         return self._rank_priorities(ranks.tolist())
 
     def bytes_per_item(self) -> float:
@@ -181,6 +191,7 @@ class RankTracker:
         order = np.argsort(negative, kind="stable")
         self._unseen = max(table_size - n, 0)
         self._snapshot = negative[order]
+        self.max_rank = max(self._unseen + n, 1)
         return dict(zip(keys[order].tolist(), self._rank_priorities(range(self._unseen + 1, self._unseen + n + 1))))
 
     def _rank_priorities(self, ranks: Iterable[int]) -> list[float]:
@@ -608,8 +619,8 @@ class PrioritizedReplay:
         # sum_k p_k^a = p_i^a / P(i) for any sampled i (the stored priority is p_i).
         exponent = self.config.selector_exponent
         total = priority**exponent / probability
-        if self._rank:  # The largest rank is the table size.
-            return table_size**-self.config.alpha / total
+        if self._rank:  # The largest rank: the table's size, or more between re-ranks (`RankTracker`).
+            return max(table_size, self._rank.max_rank) ** -self.config.alpha / total
         return self.min_priority**exponent / total
 
     def inserted_at(self, keys: np.ndarray) -> np.ndarray:

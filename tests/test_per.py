@@ -355,6 +355,25 @@ def test_global_min_weights_match_a_float64_computation(variant, make_replay):
     np.testing.assert_allclose(batch.weights, expected, rtol=1e-6)
 
 
+def test_global_min_weights_stay_at_most_one_when_a_rank_between_reranks_exceeds_the_table(make_replay):
+    """A full rank-based replay: an update below the whole snapshot gets rank N + 1 until the next re-rank."""
+    n, alpha = 4, 0.7
+    config = replay.ReplayConfig(variant="rank", alpha=alpha, capacity=n, weight_normalization="global_min")
+    server, buffer = make_replay(config)
+    fill(buffer, n)
+    keys = keys_by_item(buffer, n)
+    buffer.update(keys, np.array([0.4, 0.3, 0.2, 0.1]))  # The first snapshot: exact ranks 1..4.
+    buffer.update(keys[3:], np.array([0.05]))  # Below every snapshot entry: rank 5 of a table of 4.
+    ranks = np.array([1.0, 2.0, 3.0, 5.0])
+    P = ranks**-alpha / np.sum(ranks**-alpha)
+    batch = buffer.sample(32, beta=1.0)  # A new sampler (`keys_by_item` drew 64s): drawn after the updates.
+    items = batch.data[0][:, 0]
+    np.testing.assert_allclose(batch.probabilities, P[items], rtol=1e-6)
+    # w_i = (N P(i))^-1 / (N P_min)^-1 with P_min the rank-5 item's P: at most 1, not (5/4)^alpha.
+    np.testing.assert_allclose(batch.weights, P.min() / P[items], rtol=1e-6)
+    assert batch.weights.max() <= 1.0
+
+
 def test_new_items_enter_at_the_running_maximum_priority(make_replay):
     server, buffer = make_replay(replay.ReplayConfig(capacity=100))
     fill(buffer, 4)

@@ -9,8 +9,10 @@ maximal priority; the learner counts the table's inserts and publishes.
 """
 
 import dataclasses
+import io
 import threading
 import time
+import types
 
 import gymnasium as gym
 import numpy as np
@@ -26,7 +28,7 @@ from per import agent as agent_lib
 from per import config as config_lib
 from per import networks
 from per.learner import FIELDS, Learner
-from per.replay import UNKNOWN_INSERTION
+from per.replay import UNKNOWN_INSERTION, RankTracker
 
 TOY = dataclasses.replace(config_lib.PRESETS["toy"], min_replay_size=100, replay_capacity=2_000)
 
@@ -290,7 +292,8 @@ def replay_client_state(agent):
     r = agent.replay
     rank = None
     if r._rank:
-        rank = (dict(r._rank._delta), dict(r._rank._inserted_at), list(r._rank._snapshot), r._rank._unseen)
+        t = r._rank
+        rank = (dict(t._delta), dict(t._inserted_at), list(t._snapshot), t._unseen, t.max_rank)
     return r.inserted, r.max_priority, r.min_priority, r._updates, rank
 
 
@@ -343,6 +346,24 @@ def test_checkpoint_round_trip_keeps_networks_schedules_and_the_replay(make_agen
                 np.testing.assert_array_equal(column[j], getattr(added[item], field))
     assert old >= config.batch_size // 2
     second.replay.update(batch.keys, np.zeros(config.batch_size))  # And priorities can be written back.
+
+
+def test_a_rank_checkpoint_from_before_max_rank_restores_the_last_reranks_largest_rank():
+    def client_state(tracker):
+        return types.SimpleNamespace(inserted=9, _updates=3, max_priority=1.0, min_priority=1.0, _rank=tracker)
+
+    tracker = RankTracker(0.7, capacity=100)
+    tracker.priorities([0, 1, 2], [0, 1, 2], np.array([3.0, 2.0, 1.0]))
+    tracker.rerank(table_size=9)  # U = 6: ranks 7, 8, 9.
+    tracker.priorities([2], [2], np.array([0.5]))  # Below the snapshot: rank 10.
+    assert tracker.max_rank == 10
+    with np.load(io.BytesIO(agent_lib.ReplayState(client_state(tracker)).serialize())) as arrays:
+        old = {name: arrays[name] for name in arrays.files if name != "rank_max_rank"}
+    buffer = io.BytesIO()
+    np.savez(buffer, **old)
+    restored = client_state(RankTracker(0.7, capacity=100))
+    agent_lib.ReplayState(restored).deserialize(buffer.getvalue())
+    assert restored._rank.max_rank == 9  # U + n at the last re-rank: a lower bound, as such a run had.
 
 
 # Actor processes (Ape-X). -----------------------------------------------------
