@@ -194,10 +194,10 @@ ATARI_DDQN = PerConfig(
     replay="uniform",
     alpha=0.0,  # Uniform: P(i) = 1/N.
     beta0=0.0,  # Uniform: every IS weight is 1 anyway.
-    replay_capacity=1_000_000,  # PER App. B.2.2: 10^6 transitions.
+    replay_capacity=1_000_000,  # PER §4: a sliding window of the last 10^6 transitions.
     min_replay_size=50_000,  # Tuned DDQN: learning starts after 50K transitions.
-    batch_size=32,  # PER App. B.2.2: minibatch 32.
-    update_period=4,  # PER App. B.2.2: one update per 4 agent steps (8 samples per insert).
+    batch_size=32,  # PER §4: minibatches of 32.
+    update_period=4,  # PER §4: one update per 4 agent steps (8 samples per insert).
     # Tuned DDQN: theta^- copied every 30K steps; dqn_zoo reads them as agent steps (its
     # double_dqn: 1.2e5 frames), here 7,500 updates.
     target_update_period=7_500,

@@ -8,7 +8,9 @@ run's own env with only what the evaluation protocol fixes put back to the
 papers' values (for Atari: up to 30 no-op starts, the 108K-frame cap, no
 life-loss terminals; rewards are never clipped by the env). PER evaluates from
 human starts, which are not public: we use no-op starts and, for Atari, the
-human-starts normalisation table (PER Table 7's random and human scores).
+human-starts normalisation table (PER Table 7's random and human scores). Its
+human-starts scores are of the best agent found during training (App. B.2.3,
+after van Hasselt et al. 2016); this plays whichever checkpoint is latest.
 Prints progress, then the mean raw return, and writes RUN_DIR/eval_step<N>.json.
 """
 

@@ -1,7 +1,8 @@
 """Prioritized experience replay's sampling maths (Schaul et al. 2016, §3.3-3.4).
 
-Pure NumPy functions, shared by the Reverb replay (`per/replay.py`), the
-Blind Cliffwalk study and the tests.
+Pure NumPy functions of the Reverb replay (`per/replay.py`), which samples by
+eq. 1 itself (Reverb's `Prioritized` selector; rank-based: `replay.RankTracker`
+stores rank(i)^-alpha); the tests hold float64 references of P(i).
 
     P(i) = p_i^alpha / sum_k p_k^alpha                       (eq. 1)
     proportional: p_i = |delta_i| + epsilon
@@ -24,20 +25,6 @@ WEIGHT_NORMALIZATIONS = ("batch_max", "global_min")
 def proportional_priority(td_errors: np.ndarray, epsilon: float) -> np.ndarray:
     """p = |delta| + epsilon (§3.3); epsilon > 0 keeps every item reachable."""
     return np.abs(td_errors) + epsilon
-
-
-def rank_priorities(td_errors: np.ndarray) -> np.ndarray:
-    """p = 1 / rank(i), rank 1 for the largest |delta| (§3.3). Ties keep index order."""
-    order = np.argsort(-np.abs(td_errors), kind="stable")
-    ranks = np.empty(len(td_errors))
-    ranks[order] = np.arange(1, len(td_errors) + 1)
-    return 1.0 / ranks
-
-
-def sampling_probabilities(priorities: np.ndarray, alpha: float) -> np.ndarray:
-    """P(i) = p_i^alpha / sum_k p_k^alpha (eq. 1); alpha = 0 is uniform."""
-    scaled = np.power(np.asarray(priorities, np.float64), alpha)
-    return scaled / scaled.sum()
 
 
 def importance_weights(
@@ -69,9 +56,3 @@ def importance_weights(
             raise ValueError("global_min normalization needs min_probability")
         return weights / np.power(table_size * min_probability, -beta)
     raise ValueError(f"unknown normalization {normalization!r}; accepted: {', '.join(WEIGHT_NORMALIZATIONS)}")
-
-
-def beta_schedule(step: int, total_steps: int, beta0: float) -> float:
-    """beta annealed linearly from beta0 at step 0 to 1 at `total_steps` (§3.4)."""
-    progress = min(max(step / total_steps, 0.0), 1.0)
-    return beta0 + (1.0 - beta0) * progress

@@ -66,7 +66,7 @@ CHUNK_LENGTH = 16
 @dataclasses.dataclass(frozen=True)
 class ReplayConfig:
     variant: str = "proportional"
-    capacity: int = 1_000_000  # PER App. B.2.2: 10^6 transitions.
+    capacity: int = 1_000_000  # PER §4: the last 10^6 transitions.
     alpha: float = priorities.PROPORTIONAL["alpha"]  # Table 3: 0.6 proportional, 0.7 rank.
     beta0: float = priorities.PROPORTIONAL["beta0"]  # Table 3: 0.4 proportional, 0.5 rank.
     epsilon: float = 1e-6  # p = |delta| + epsilon (§3.3); PER does not print its value.

@@ -25,14 +25,9 @@ def assert_frequencies_match(counts, expected_probabilities):
 # The maths. -----------------------------------------------------------------
 
 
-def test_sampling_probabilities_follow_eq_1():
-    p = np.array([1.0, 2.0, 4.0])
-    np.testing.assert_allclose(priorities.sampling_probabilities(p, 0.5), np.sqrt(p) / np.sqrt(p).sum())
-    np.testing.assert_allclose(priorities.sampling_probabilities(p, 0.0), [1 / 3] * 3)
-
-
-def test_rank_priorities_are_one_over_rank_of_abs_td():
-    np.testing.assert_allclose(priorities.rank_priorities(np.array([0.1, -3.0, 2.0])), [1 / 3, 1.0, 1 / 2])
+def test_proportional_priority_is_abs_td_plus_epsilon():
+    td = np.array([-2.0, 0.0, 0.5])
+    np.testing.assert_array_equal(priorities.proportional_priority(td, 0.25), [2.25, 0.25, 0.75])
 
 
 def test_importance_weights_match_the_formula():
@@ -43,12 +38,6 @@ def test_importance_weights_match_the_formula():
     np.testing.assert_allclose(global_min, raw / (100 * 0.01) ** -0.5)
     assert (global_min <= 1.0).all()
     np.testing.assert_allclose(priorities.importance_weights(P, 100, 0.0), [1.0, 1.0, 1.0])
-
-
-def test_beta_anneals_linearly_to_one():
-    assert priorities.beta_schedule(0, 100, 0.4) == pytest.approx(0.4)
-    assert priorities.beta_schedule(50, 100, 0.4) == pytest.approx(0.7)
-    assert priorities.beta_schedule(100, 100, 0.4) == 1.0 and priorities.beta_schedule(500, 100, 0.4) == 1.0
 
 
 # The exact samplers. --------------------------------------------------------
@@ -79,7 +68,8 @@ def test_rank_order_keeps_ranks_and_samples_the_power_law():
     rng = random.Random(1)
     counts = np.bincount([order.sample(rng) for _ in range(DRAWS)], minlength=size)
     by_rank = [counts[i] for i in sorted(order.ranks(), key=order.ranks().get)]
-    assert_frequencies_match(by_rank, priorities.sampling_probabilities(1.0 / np.arange(1, size + 1), alpha))
+    scaled = np.arange(1, size + 1, dtype=np.float64) ** -alpha  # P(rank r) = r^-alpha / sum_k k^-alpha (eq. 1).
+    assert_frequencies_match(by_rank, scaled / scaled.sum())
     assert sum(order.rank_probability(k) for k in range(1, size + 1)) == pytest.approx(1.0)
 
 
@@ -162,8 +152,7 @@ def test_reverb_proportional_sampling_matches_p_alpha(alpha, make_replay):
     fill(buffer, n)
     td = np.linspace(0.1, 3.0, n)
     set_td_errors(buffer, n, td)
-    expected = priorities.sampling_probabilities(priorities.proportional_priority(td, config.epsilon), alpha)
-    assert_frequencies_match(sample_counts(buffer, n), expected)
+    assert_frequencies_match(sample_counts(buffer, n), expected_probabilities(config, td))
 
 
 @pytest.mark.parametrize("alpha", [0.5, 0.7, 1.0])
@@ -175,8 +164,7 @@ def test_reverb_rank_based_sampling_matches_rank_power_law(alpha, make_replay):
     td = np.random.default_rng(2).permutation(np.linspace(0.1, 5.0, n))
     set_td_errors(buffer, n, td)
     buffer.rerank()  # Exact ranks for everyone.
-    expected = priorities.sampling_probabilities(priorities.rank_priorities(td), alpha)
-    assert_frequencies_match(sample_counts(buffer, n), expected)
+    assert_frequencies_match(sample_counts(buffer, n), expected_probabilities(config, td))
 
 
 def test_reverb_rank_based_sampling_follows_ranks_with_the_default_rerank_interval(make_replay):

@@ -164,6 +164,35 @@ def test_target_network_is_copied_every_target_update_period_updates():
     assert int(learner.target_updates.numpy()) == 3
 
 
+@pytest.mark.parametrize("clip_rewards", [True, False])
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_the_learners_loss_weights_clips_and_reduces_as_the_config_says(clip_rewards, reduction):
+    """Update.loss and delta against a float64 Double DQN with w_j huber(delta_j) (Algorithm 1, lines 10-13; §4)."""
+    config = dataclasses.replace(TOY, clip_rewards=clip_rewards, loss_reduction=reduction, learning_rate=0.01)
+    space, num_actions = agent_lib.spaces(config)
+    online, target = (networks.make(config, space, num_actions, name=name) for name in ("online", "target"))
+    learner = Learner(config, online, target)
+    learner.restored()
+    rng = np.random.default_rng(7)
+    batch, _ = random_batch(config, rng, 16)
+    batch["reward"] = rng.choice([-3.0, -0.5, 0.0, 2.0, 5.0], 16).astype(np.float32)  # Some beyond [-1, 1].
+    learner.update(batch, np.ones(16, np.float32))  # theta^- != theta from here: both networks matter.
+    weights = rng.uniform(0.05, 1.0, 16).astype(np.float32)
+    online, target = clone(learner.network, config), clone(learner.target_network, config)
+
+    result = learner.update(batch, weights)
+
+    reward = np.clip(batch["reward"], -1, 1) if clip_rewards else batch["reward"].astype(np.float64)
+    q_tm1 = q_values(online, batch["observation"])
+    best = np.argmax(q_values(online, batch["next_observation"]), axis=1)
+    q_t = q_values(target, batch["next_observation"])[np.arange(16), best]
+    delta = reward + config.discount * (1 - batch["terminal"]) * q_t - q_tm1[np.arange(16), batch["action"]]
+    huber = np.where(np.abs(delta) <= 1, 0.5 * delta**2, np.abs(delta) - 0.5)
+    weighted = weights.astype(np.float64) * huber
+    np.testing.assert_allclose(result.td_error, delta, rtol=1e-5, atol=1e-5)
+    assert result.loss == pytest.approx(weighted.sum() if reduction == "sum" else weighted.mean(), rel=1e-5)
+
+
 # The presets' learners draw their next batch and write priorities while they learn (`overlaps_acting`);
 # TOY's small replay samples in turn. A replay of 400 before learning tolerates the overlap's drift.
 IN_TURN_OR_OVERLAPPED = pytest.mark.parametrize("min_replay_size", [100, 400], ids=["in_turn", "overlapped"])
@@ -489,6 +518,17 @@ def test_presets_hold_the_papers_values():
     assert not any(p[n].shared_bias for n in ("minatar_ddqn", "minatar_ddqn_rank", "minatar_ddqn_prop"))
     # Y&T's target copy every 1,000 updates, one per frame.
     assert (p["minatar_ddqn"].target_update_period, p["minatar_ddqn"].update_period) == (1_000, 1)
+    # Y&T's examples/dqn.py, as written there: each value, not only relative to another preset.
+    young_tian = {
+        "batch_size": 32, "min_replay_size": 5_000, "discount": 0.99, "learning_rate": 0.00025,
+        "epsilon_start": 1.0, "epsilon_end": 0.1, "epsilon_decay_steps": 100_000, "clip_rewards": False,
+        "loss_reduction": "mean", "total_frames": 5_000_000,
+    }  # fmt: skip
+    assert {name: getattr(p["minatar_ddqn"], name) for name in young_tian} == young_tian
+    for name in ("minatar_ddqn_rank", "minatar_ddqn_prop"):  # PER's step size / 4, the rest as uniform's.
+        assert p[name].learning_rate == 0.00025 / 4
+        as_uniform = dataclasses.replace(p[name], learning_rate=0.00025, replay="uniform", alpha=0.0, beta0=0.0)
+        assert as_uniform == p["minatar_ddqn"], name
     # Y&T's optimizer: PyTorch's centered RMSProp, alpha 0.95, eps 0.01 (outside the root), no momentum.
     for name in ("minatar_ddqn", "minatar_ddqn_rank", "minatar_ddqn_prop"):
         optimizer = (p[name].rmsprop_form, p[name].rmsprop_decay, p[name].rmsprop_epsilon, p[name].rmsprop_momentum)
