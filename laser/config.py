@@ -53,7 +53,7 @@ class LaserConfig(ImpalaConfig):
     min_replay_size: int = 0  # Observations before replay sampling starts; 0: one replay batch's worth.
     trust_region: bool = True  # §4: reject steps whose behaviour is too far from pi (eq. 8).
     # b of §4.2: a step is accepted when beta_KL = KL(pi || pi~_mu) < b (§4.3).
-    # The paper does not print b; 0.3 nats is our choice (see laser/README).
+    # The paper does not print b; 0.3 nats is our choice (README, the LASER section).
     trust_region_threshold: float = 0.3
     # -1: a lone agent. i >= 0: member i of a shared-replay sweep (`laser.sweep`),
     # with its own queue_i and params_i tables beside the one shared replay.
@@ -226,7 +226,9 @@ PRESETS = {
         # is replay: 5 online + 123 replayed unrolls (96.1%).
         batch_size=128,
         replay_fraction=0.96,  # §5.1.
-        replay_capacity=10_000_000,  # §5.3 / Fig. 2 right: 10M observations.
+        # The paper prints no Atari capacity (its lone Atari agent: 15M, §5.1); 10M
+        # is its DMLab setting (§5.3 / Fig. 2 right), our choice here.
+        replay_capacity=10_000_000,
         queue_size=256,
         # §5.1: the sweeps use constant learning rates and entropy costs, centred on
         # IMPALA's (6e-4, 1e-2); laser.sweep spreads them by {1/2, 1, 2}.

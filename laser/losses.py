@@ -8,7 +8,8 @@ policy-gradient or baseline terms (§4.3: "do not consider rejected transitions
 for the policy gradient and value gradient updates"). Without it, the loss is
 IMPALA's V-trace loss on the mixed batch, with any of IMPALA Table 2's
 corrections. Either way the entropy bonus is taken on the online unrolls only
-(§5.1).
+(§5.1), on all their steps: the trust region's mask does not apply to it (a
+choice, see the README), and with no online unrolls there is none.
 
 With prioritized replay (App. A.2, Fig. 4 right) unroll i's policy-gradient and
 baseline terms are scaled by its importance weight w_i (PER §3.4; online

@@ -85,24 +85,27 @@ def reference_targets(log_rhos, discounts, rewards, values, bootstrap_value, lam
 
 
 def reference_loss(
-    x, num_online, threshold, baseline_cost, entropy_cost, cut_traces=True, online_entropy=True, weights=None
-):
+    x, num_online, threshold, baseline_cost, entropy_cost, cut_traces=True, online_entropy=True, weights=None,
+    rho_bar=1.0, pg_rho_bar=1.0,
+):  # fmt: skip
     """Algorithm 1's loss, summed: pg and baseline on accepted steps, entropy on the online unrolls.
 
     With `weights` [B] (App. A.2), unroll i's pg and baseline terms are scaled by w_i; the
-    critic loss of unroll i is 1/T sum_s mask 1/2 (v_s - V(x_s))^2, unweighted.
+    critic loss of unroll i is 1/T sum_s mask 1/2 (v_s - V(x_s))^2, unweighted. rho_bar
+    truncates rho in eq. 8 and defines pi~_mu (eq. 9); pg_rho_bar truncates the policy
+    gradient's rho (IMPALA eq. 4).
     """
     log_pi_all, log_mu_all = log_softmax(x["target_logits"]), log_softmax(x["behaviour_logits"])
     actions = x["actions"][..., None]
     log_pi = np.take_along_axis(log_pi_all, actions, -1)[..., 0]
     log_rhos = log_pi - np.take_along_axis(log_mu_all, actions, -1)[..., 0]
-    kl = reference_kl(x["target_logits"], x["behaviour_logits"])
+    kl = reference_kl(x["target_logits"], x["behaviour_logits"], rho_bar)
     mask = (kl < threshold).astype(np.float64) if threshold is not None else np.ones_like(kl)
     lambdas = mask if cut_traces else np.ones_like(mask)
     values, bootstrap = x["values"], x["bootstrap_value"]
-    vs = reference_targets(log_rhos, x["discounts"], x["rewards"], values, bootstrap, lambdas)
+    vs = reference_targets(log_rhos, x["discounts"], x["rewards"], values, bootstrap, lambdas, rho_bar)
     next_vs = np.concatenate([vs[1:], bootstrap[None]])
-    pg_rho = np.minimum(1.0, np.exp(log_rhos))
+    pg_rho = np.minimum(pg_rho_bar, np.exp(log_rhos))
     weighted = mask * (1.0 if weights is None else np.asarray(weights, np.float64)[None])
     pg = -np.sum(weighted * pg_rho * log_pi * (x["rewards"] + x["discounts"] * next_vs - values))
     squared_errors = mask * 0.5 * (vs - values) ** 2
@@ -183,6 +186,35 @@ def test_the_inputs_reject_some_steps_of_both_kinds_of_unroll():
 @pytest.mark.parametrize("weights", [None, WEIGHTS], ids=["uniform", "weighted"])
 def test_loss_matches_algorithm_1_with_the_trust_region(jit, weights):
     check_loss(loss_inputs(), jit, weights)
+
+
+def test_loss_matches_algorithm_1_with_other_truncation_levels():
+    """rho_bar 2 (App. Fig. 4 left's grid) in eq. 8 and eq. 9's pi~_mu, another level for the policy gradient."""
+    x, rho_bar, pg_rho_bar = loss_inputs(), 2.0, 1.5
+    # mu 2.5 times as far from pi: accepted steps with rho above 1.5 and above 2, so each level matters.
+    x["behaviour_logits"] = x["target_logits"] + 2.5 * (x["behaviour_logits"] - x["target_logits"])
+    kl = reference_kl(x["target_logits"], x["behaviour_logits"], rho_bar)
+    assert 0 < np.mean(kl >= THRESHOLD) < 1 and np.min(np.abs(kl - THRESHOLD)) > 1e-3
+    log_mu = np.take_along_axis(log_softmax(x["behaviour_logits"]), x["actions"][..., None], -1)[..., 0]
+    rho = np.exp(np.take_along_axis(log_softmax(x["target_logits"]), x["actions"][..., None], -1)[..., 0] - log_mu)
+    assert ((rho > pg_rho_bar) & (rho < rho_bar) & (kl < THRESHOLD)).any()
+    assert ((rho > rho_bar) & (kl < THRESHOLD)).any()
+    out = call(
+        losses.laser_loss, x, trust_region_threshold=THRESHOLD, clip_rho_threshold=rho_bar,
+        clip_pg_rho_threshold=pg_rho_bar, **LOSS_KWARGS,
+    )  # fmt: skip
+    expected = reference_loss(x, NUM_ONLINE, THRESHOLD, 0.5, 0.01, rho_bar=rho_bar, pg_rho_bar=pg_rho_bar)
+    for name, value in expected.items():
+        np.testing.assert_allclose(getattr(out, name).numpy(), value, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_a_step_whose_kl_equals_the_threshold_is_rejected(monkeypatch):
+    """§4.2's lambda = 1[beta < b]: strictly below b is kept (KLs set exactly, here 0.25 = b and just below)."""
+    kl = np.zeros((T, B), np.float32)
+    kl[1, 0], kl[2, 3] = 0.25, np.nextafter(np.float32(0.25), np.float32(0))
+    monkeypatch.setattr(losses.trust_region, "kl_to_implied", lambda *args: tf.constant(kl))
+    out = call(losses.laser_loss, loss_inputs(), trust_region_threshold=0.25, **LOSS_KWARGS)
+    assert float(out.accepted) == pytest.approx(1 - 1 / (T * B))
 
 
 @pytest.mark.parametrize("threshold", [THRESHOLD, None], ids=["trust_region", "vtrace"])
@@ -544,6 +576,28 @@ def test_learner_step_adds_the_fresh_frames_only(fraction, batch_size):
         metrics = learner.step(random_batch(config, rng))
     assert learner.frame_count == 3 * config.dequeued_per_step * config.unroll_length
     assert {"accepted", "replay_accepted", "mean_kl"} <= set(metrics)
+
+
+@pytest.mark.parametrize("trust_region", [True, False])
+def test_the_learner_passes_the_configs_loss_settings_to_the_loss(monkeypatch, trust_region):
+    """Every field of the config that the loss takes reaches `laser_loss` (each here off its default)."""
+    config = dataclasses.replace(
+        TOY, trust_region=trust_region, trust_region_threshold=0.7, clip_rho_threshold=2.0, clip_pg_rho_threshold=3.0,
+        baseline_cost=0.25, entropy_cost=0.02, loss_reduction="mean", replay_fraction=0.75,
+    )  # fmt: skip
+    seen = []
+    loss = losses.laser_loss
+    monkeypatch.setattr(losses, "laser_loss", lambda *args, **kwargs: seen.append(kwargs) or loss(*args, **kwargs))
+    learner = Learner(config, networks.make(config, CATCH, A))
+    rng = np.random.default_rng(0)
+    learner.build(random_batch(config, rng))
+    learner.step(random_batch(config, rng))
+    expected = {
+        "num_online": config.batch_size // 4, "trust_region_threshold": 0.7 if trust_region else None,
+        "baseline_cost": 0.25, "entropy_cost": 0.02, "reduction": "mean", "correction": "vtrace",
+        "clip_rho_threshold": 2.0, "clip_pg_rho_threshold": 3.0,
+    }  # fmt: skip
+    assert {name: seen[-1][name] for name in expected} == expected
 
 
 # Prioritized replay (App. A.2). -------------------------------------------------
