@@ -7,8 +7,9 @@ order must give back the actor's own unrolls: the same steps, cut at the same
 places with the same one-step overlaps, and, with unchanged parameters, the same
 LSTM states (issue #10) wherever the network uses them (at an episode start it
 resets any state; the replayer stores zero there). With changed parameters the
-states must differ. T = 4 does not divide Catch's 9-step episodes, so unrolls
-straddle episode starts.
+states must be the changed network's, stepped through the same steps one at a
+time. T = 4 does not divide Catch's 9-step episodes, so unrolls straddle episode
+starts.
 """
 
 import dataclasses
@@ -119,14 +120,34 @@ def test_unchanged_parameters_give_the_actors_unrolls_and_states(play):
     assert np.abs(states(unrolls[3])).max() > 0.01  # Not vacuous: the states are far from zero.
 
 
-def test_changed_parameters_give_other_states(play):
+def stepped_states(network, unrolls: list[dict]) -> list[np.ndarray]:
+    """Each unroll's [T + 1, 2 lstm_size] states by `network.step`, one step at a time through the stream.
+
+    Independent of the replayer's path (`core_states` over whole episodes): the
+    steps in the order played (unroll i's first T, then the last unroll's end),
+    each from the state the previous step left, reset at an episode start.
+    """
+    steps = [(u["observation"][t], u["first"][t]) for u in unrolls for t in range(T)]
+    steps.append((unrolls[-1]["observation"][T], unrolls[-1]["first"][T]))
+    state, before = network.initial_state(1), []
+    for observation, first in steps:
+        before.append(np.concatenate([np.reshape(s, -1) for s in tf.nest.flatten(state)]))
+        _, state = network.step(tf.constant(observation[None]), tf.constant([first]), state)
+    return [np.array(before[T * i : T * i + T + 1]) for i in range(len(unrolls))]
+
+
+def test_changed_parameters_give_the_changed_networks_states(play):
     client, spec, unrolls, episodes, parts = play()
     network, _ = impala_agent.build_agent(CONFIG)
-    reverb_variables.publish(client, [v * 1.5 + 0.1 for v in network.trainable_variables])
+    for variable in network.trainable_variables:
+        variable.assign(variable * 1.5 + 0.1)
+    reverb_variables.publish(client, network.trainable_variables)
     replayed = replay(client, spec, episodes, parts)
-    for mine, theirs in zip(replayed, unrolls):
-        later = ~mine["first"]  # At an episode start both are reset to zero by the network.
-        assert np.abs(states(mine)[later] - states(theirs)[later]).max(-1).min() > 1e-4
+    expected = stepped_states(network, replayed)
+    for mine, theirs, want in zip(replayed, unrolls, expected):
+        later = ~mine["first"]  # At an episode start the network resets any state: the replayer stores zero.
+        np.testing.assert_allclose(states(mine)[later], want[later], atol=1e-5)
+        assert np.abs(states(mine)[later] - states(theirs)[later]).max(-1).min() > 1e-4  # Not the actor's.
         np.testing.assert_array_equal(mine["behaviour_logits"], theirs["behaviour_logits"])  # mu is kept.
 
 
