@@ -151,7 +151,9 @@ PRESETS = {
         envs_per_actor=4,
         unroll_length=100,  # App. D.
         batch_size=32,
-        reward_clipping="dmlab_asymmetric",  # App. D: 0.3 min(tanh r, 0) + 5 max(tanh r, 0).
+        # App. D.3: DMLab-30's levels, experts included: 0.3 min(tanh r, 0) + 5 max(tanh r, 0).
+        reward_clipping="dmlab_asymmetric",
+        max_grad_norm=0.0,  # App. D.3 lists no gradient clipping (App. G's 40 is Atari's); the release clips none.
         # The paper sweeps these (App. D.1); values inside its ranges:
         entropy_cost=0.0033,  # log-U[5e-5, 1e-2].
         learning_rate=0.00048,  # log-U[5e-6, 5e-3].
@@ -172,8 +174,11 @@ PRESETS = {
         discount=0.99,  # App. D.3.
         baseline_cost=0.5,  # App. D.3.
         # App. D.3 clips single tasks to [-1, 1] but "DMLab-30, including experts"
-        # to [-0.3, 5]: 0.3 min(tanh r, 0) + 5 max(tanh r, 0) (scalable_agent's soft_asymmetric).
+        # to [-0.3, 5]: 0.3 min(tanh r, 0) + 5 max(tanh r, 0). The paper's formula: the release's
+        # soft_asymmetric (5 tanh(r / 5), times 0.3 below 0) differs, and its command's learning
+        # rate and entropy cost below were tuned with that one.
         reward_clipping="dmlab_asymmetric",
+        max_grad_norm=0.0,  # App. D.3 lists no gradient clipping (App. G's 40 is Atari's); the release clips none.
         # The paper tunes these by sweep or PBT (App. D.1, F). Its release's
         # DMLab-30 command (scalable_agent README, "Distributed Training on
         # DMLab-30", 150 actors) gives the values below, inside D.1's ranges;

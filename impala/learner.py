@@ -29,6 +29,8 @@ from impala.config import ImpalaConfig
 from impala.networks import ActorCritic, AgentOutput, xla_compiles_network
 
 LOSS_INPUTS = ("action", "behaviour_logits", "reward", "terminal")
+# The metrics that are reduced losses (`losses.LossOutput`); the rest are means.
+LOSS_METRICS = ("loss", "pg_loss", "baseline_loss")
 
 
 class Learner(tf.Module):
@@ -164,14 +166,18 @@ class Learner(tf.Module):
 
     @tf.function
     def _distributed_step(self, batch, learning_rate: tf.Tensor) -> dict[str, tf.Tensor]:
-        # A summed loss sums the replicas' gradients; an averaged one averages them.
+        # A summed loss sums the replicas' gradients; an averaged one averages them. The
+        # losses combine as the gradients do; the other metrics are means over equal slices.
         combine = tf.distribute.ReduceOp.SUM if self.config.loss_reduction == "sum" else tf.distribute.ReduceOp.MEAN
 
         def replica_step(batch, learning_rate):
             gradients, metrics = self._replica_gradients(batch)
             context = tf.distribute.get_replica_context()
             gradients = context.all_reduce(combine, gradients)
-            metrics = {k: context.all_reduce(combine, v) for k, v in metrics.items()}
+            metrics = {
+                k: context.all_reduce(combine if k in LOSS_METRICS else tf.distribute.ReduceOp.MEAN, v)
+                for k, v in metrics.items()
+            }
             return self._apply(gradients, metrics, learning_rate)
 
         metrics = self.strategy.run(replica_step, args=(batch, learning_rate))

@@ -37,10 +37,10 @@ for strategy in (None, tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])):
         learner.build(batches[0])
     for i, v in enumerate(learner.network.trainable_variables):
         v.assign(tf.random.stateless_normal(v.shape, [1, i]) * 0.1)
-    losses = [learner.step(b)["loss"] for b in batches]
-    results.append((losses, [v.numpy() for v in learner.network.trainable_variables]))
-(single_losses, single), (mirrored_losses, mirrored) = results
-print(json.dumps({"losses": [single_losses, mirrored_losses],
+    metrics = [learner.step(b) for b in batches]
+    results.append((metrics, [v.numpy() for v in learner.network.trainable_variables]))
+(single_metrics, single), (mirrored_metrics, mirrored) = results
+print(json.dumps({"metrics": [single_metrics, mirrored_metrics],
                   "max_difference": float(max(np.abs(a - b).max() for a, b in zip(single, mirrored)))}))
 """
 
@@ -49,9 +49,10 @@ def test_mirrored_learner_makes_the_single_device_update():
     result = subprocess.run([sys.executable, "-c", EQUIVALENCE], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    single, mirrored = report["losses"]
-    assert single == pytest.approx(mirrored, rel=1e-5)
-    assert single[0] != single[-1]  # The parameters moved.
+    single, mirrored = report["metrics"]
+    for name in ("loss", "pg_loss", "baseline_loss", "entropy", "mean_rho", "gradient_norm"):
+        assert [m[name] for m in single] == pytest.approx([m[name] for m in mirrored], rel=1e-5), name
+    assert single[0]["loss"] != single[-1]["loss"]  # The parameters moved.
     assert report["max_difference"] < 1e-5
 
 

@@ -43,6 +43,7 @@ DMLAB = {
     "baseline_cost": 0.5,  # D.3: baseline loss scaling.
     "rmsprop_momentum": 0.0,  # D.3.
     "reward_clipping": "dmlab_asymmetric",  # D.3.1: 0.3 min(tanh r, 0) + 5 max(tanh r, 0).
+    "max_grad_norm": 0.0,  # D.3 clips no gradients (App. G's 40 is Atari's).
     "network": "deep",  # §5.3.1: DMLab experts use the deep model (Figure 3 right),
     "use_lstm": True,  # §5: both models have "an LSTM before the policy and value".
 }
