@@ -111,9 +111,23 @@ def test_learner_step_fits_a_fixed_batch_and_counts_frames():
     assert int(learner.frames) == 31 * TOY.batch_size * TOY.unroll_length
 
 
-def test_losses_match_the_papers_formulas():
-    """pg, baseline and entropy terms of §4.2 from a float64 V-trace reference (eq. 1)."""
-    config = dataclasses.replace(TOY, batch_size=4, unroll_length=5, reward_clipping="abs_one")
+def n_step_returns(discounts, rewards, bootstrap_value):
+    """G_s = r_s + gamma_s G_{s+1}, G_T = V(x_T): the uncorrected targets (§5.2.2's no-correction)."""
+    returns, following = np.zeros_like(rewards), bootstrap_value
+    for s in reversed(range(len(rewards))):
+        returns[s] = following = rewards[s] + discounts[s] * following
+    return returns
+
+
+@pytest.mark.parametrize("correction", ["vtrace", "none", "epsilon", "one_step_is"])
+def test_losses_match_the_papers_formulas(correction):
+    """pg, baseline and entropy terms of §4.2 from float64 references: V-trace (eq. 1), or Table 2's others.
+
+    §5.2.2: no correction learns V from n-step returns and pi from r_s + gamma_s G_{s+1} - V(x_s);
+    epsilon adds 1e-6 to pi(a) inside the log (too small to tell apart here: its targets are checked);
+    1-step IS learns V as no correction and multiplies the advantage by min(1, rho_s).
+    """
+    config = dataclasses.replace(TOY, batch_size=4, unroll_length=5, reward_clipping="abs_one", correction=correction)
     learner = _learner(config)
     batch = _batch(config, np.random.default_rng(2))
     b = {k: np.swapaxes(v.numpy(), 0, 1) for k, v in batch.items()}  # [T + 1, B, ...]
@@ -130,13 +144,24 @@ def test_losses_match_the_papers_formulas():
     log_mu = np.take_along_axis(log_softmax(b["behaviour_logits"][:-1]), actions[..., None], -1)[..., 0]
     discounts = config.discount * (1.0 - b["terminal"][:-1])
     rewards = np.clip(b["reward"][:-1], -1.0, 1.0)
-    vs, advantages = reference_vtrace(log_pi - log_mu, discounts, rewards, values[:-1], values[-1])
+    rhos = np.exp(log_pi - log_mu)
+    vtrace_vs, vtrace_advantages = reference_vtrace(log_pi - log_mu, discounts, rewards, values[:-1], values[-1])
+    if correction == "vtrace":
+        vs, advantages = vtrace_vs, vtrace_advantages
+    else:
+        vs = n_step_returns(discounts, rewards, values[-1])
+        assert np.abs(vs - vtrace_vs).max() > 1e-3  # Not vacuous: on this batch the targets differ from V-trace's.
+        advantages = rewards + discounts * np.concatenate([vs[1:], values[-1:]]) - values[:-1]
+        if correction == "one_step_is":
+            advantages *= np.minimum(1.0, rhos)
+    pg_log_pi = np.log(np.exp(log_pi) + 1e-6) if correction == "epsilon" else log_pi
     probs = np.exp(log_softmax(logits[:-1]))
     entropies = -(probs * log_softmax(logits[:-1])).sum(-1)
     expected = {
-        "pg_loss": np.sum(-log_pi * advantages),
+        "pg_loss": np.sum(-pg_log_pi * advantages),
         "baseline_loss": np.sum(0.5 * (vs - values[:-1]) ** 2),
         "entropy": np.mean(entropies),
+        "mean_rho": np.mean(rhos),
     }
     expected["loss"] = (
         expected["pg_loss"] + config.baseline_cost * expected["baseline_loss"]
