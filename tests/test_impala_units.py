@@ -171,6 +171,27 @@ def test_losses_match_the_papers_formulas(correction):
         assert metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-5), name
 
 
+def test_gradients_are_clipped_to_max_grad_norm():
+    """App. G's global-norm clip: a clip far below the gradient's norm shrinks the first RMSProp step.
+
+    The first step is lr g / sqrt((1 - decay) g^2 + epsilon): a gradient clipped to norm 1e-6 moves the
+    parameters by about lr 1e-6 / sqrt(epsilon) in norm, the unclipped one by orders of magnitude more.
+    """
+    batch = _batch(TOY, np.random.default_rng(4))
+    learners = [_learner(dataclasses.replace(TOY, max_grad_norm=norm)) for norm in (1e-6, 0.0)]
+    for a, b in zip(*(learner.network.variables for learner in learners)):
+        b.assign(a)
+    before = [v.numpy() for v in learners[0].network.trainable_variables]
+    moved = []
+    for learner in learners:
+        metrics = learner.step(batch)
+        assert metrics["gradient_norm"] > 1e-3  # The norm before the clip.
+        after = learner.network.trainable_variables
+        moved.append(np.sqrt(sum(np.sum((v.numpy() - w) ** 2) for v, w in zip(after, before))))
+    clipped, unclipped = moved
+    assert 0 < clipped < 1e-3 * unclipped
+
+
 def test_xla_modes_make_the_same_update():
     """Network under XLA or TF's graph executor: the same step to float32 precision."""
     batch = _batch(TOY, np.random.default_rng(3))
