@@ -285,6 +285,29 @@ def test_actor_records_the_version_published_with_its_parameters(impala_server):
     np.testing.assert_array_equal(batch["policy_version"].numpy(), 7)
 
 
+def test_an_lstm_learner_with_the_actors_parameters_sees_its_unrolls_on_policy(impala_server):
+    """The stored LSTM state and mu's logits, fed to the learner with the same theta: every rho is 1.
+
+    The learner starts each unroll from its stored `core_state` and resets it at episode starts
+    (T = 4 does not divide Catch's 9-step games), so its pi is the actor's mu at every step.
+    """
+    config = dataclasses.replace(TOY, use_lstm=True, lstm_size=8, unroll_length=4, envs_per_actor=2, batch_size=4)
+    client = reverb.Client(f"localhost:{impala_server.port}")
+    network, spec = agent.build_agent(config)
+    for i, variable in enumerate(network.trainable_variables):  # Far from the initial weights: states matter.
+        variable.assign(tf.random.stateless_normal(variable.shape, [5, i]))
+    reverb_variables.publish(client, network.trainable_variables)
+    actor = Actor(network, spec, envs.make_batched(config.env, 2, seed=2), client, 4, seed=2, jit=False)
+    actor.run(num_unrolls=3)  # 2 envs x 3 unrolls: more than a batch.
+    actor.close()
+    address = f"localhost:{impala_server.port}"
+    batch = next(iter(datasets.dataset(address, trajectories.QUEUE_TABLE, spec, 5, config.batch_size)))
+    assert np.abs(batch["core_state"][0].numpy()[:, 0]).max() > 0.01  # Not vacuous: unrolls start mid-game.
+    learner = Learner(config, network)
+    learner.build(batch)
+    assert learner.step(batch)["mean_rho"] == pytest.approx(1.0, abs=1e-5)
+
+
 def test_learner_publishes_every_k_steps_with_its_step_count_and_reports_the_lag(impala_server):
     config = dataclasses.replace(TOY, publish_every=2)
     address = f"localhost:{impala_server.port}"
