@@ -29,6 +29,17 @@ MAX_FRAMES = 10**15
 
 
 @dataclasses.dataclass(frozen=True)
+class EnvConfig:
+    """The fields every agent's config starts with: its training env and its network's torso."""
+
+    env: str = "toy:catch"
+    # Training-env options, as (name, value) pairs; evaluation uses the env's
+    # defaults, which are the papers' evaluation protocol.
+    env_options: tuple[tuple[str, Any], ...] = ()
+    network: str = "toy"
+
+
+@dataclasses.dataclass(frozen=True)
 class Request:
     """What the user asked for; None means "not given" (never 0 or "")."""
 

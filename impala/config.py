@@ -15,7 +15,6 @@ Entry points override fields by name (`--config_override name=value`).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from common import config as config_lib
 from common import envs
@@ -34,12 +33,7 @@ XLA_MODES = ("auto", "all", "losses")
 
 
 @dataclasses.dataclass(frozen=True)
-class ImpalaConfig:
-    env: str = "toy:catch"
-    # Training-env options, as (name, value) pairs; evaluation uses the env's
-    # defaults, which are the papers' evaluation protocol.
-    env_options: tuple[tuple[str, Any], ...] = ()
-    network: str = "toy"
+class ImpalaConfig(config_lib.EnvConfig):
     use_lstm: bool = False
     lstm_size: int = 256
     # Acting.

@@ -24,7 +24,6 @@ Entry points override fields by name (`--config_override name=value`).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from common import config as config_lib
 from common import envs, optimizers
@@ -43,12 +42,7 @@ NETWORK_FAMILY = {"nature_dqn": "atari", "minatar": "minatar"}
 
 
 @dataclasses.dataclass(frozen=True)
-class PerConfig:
-    env: str = "toy:catch"
-    # Training-env options, as (name, value) pairs; evaluation uses the env's
-    # defaults, which are the papers' evaluation protocol.
-    env_options: tuple[tuple[str, Any], ...] = ()
-    network: str = "toy"
+class PerConfig(config_lib.EnvConfig):
     # One bias shared by all actions' values in the Q-head, instead of one per action.
     shared_bias: bool = False
     initialization: str = "sonnet"  # One of INITIALIZATIONS.
