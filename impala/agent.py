@@ -6,12 +6,14 @@ them with its replay.
 
 from __future__ import annotations
 
+import functools
 import time
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import reverb
 import tensorflow as tf
+from absl import flags
 
 from common import envs, evaluation, loop
 from common.reverb import variables as reverb_variables
@@ -176,6 +178,15 @@ def categorical(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     cdf = probs.cumsum(axis=1)
     u = rng.random((len(probs), 1)) * cdf[:, -1:]
     return np.minimum((cdf < u).sum(axis=1), probs.shape[1] - 1)
+
+
+def evaluate_command(module: str, config_class: type, source: str) -> Callable[[list[str]], None]:
+    """The `main` of `python -m <module> RUN_DIR` (`evaluate`), its flags defined: 200 episodes by default.
+
+    `source`: where the default comes from, for `--help` (IMPALA App. G's protocol).
+    """
+    evaluation.define_flags(200, source)
+    return functools.partial(evaluate, module=module, config_class=config_class, values=flags.FLAGS)
 
 
 def evaluate(argv: list[str], module: str, config_class: type, values: Any) -> None:

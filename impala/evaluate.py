@@ -12,19 +12,11 @@ human-normalised score (no-op protocol), and writes RUN_DIR/eval_step<N>.json.
 
 from __future__ import annotations
 
-from absl import flags
-
-from common import cli, evaluation
-from impala.agent import evaluate
+from common import cli
+from impala.agent import evaluate_command
 from impala.config import ImpalaConfig
 
-evaluation.define_flags(200, "IMPALA App. G: 200")
-FLAGS = flags.FLAGS
-
-
-def main(argv: list[str]) -> None:
-    evaluate(argv, "impala.evaluate", ImpalaConfig, FLAGS)
-
+main = evaluate_command("impala.evaluate", ImpalaConfig, "IMPALA App. G: 200")
 
 if __name__ == "__main__":
     cli.run(main)

@@ -7,19 +7,11 @@ Writes RUN_DIR/eval_step<N>.json; see `impala.evaluate` for the protocol.
 
 from __future__ import annotations
 
-from absl import flags
-
-from common import cli, evaluation
-from impala.agent import evaluate
+from common import cli
+from impala.agent import evaluate_command
 from laser.config import LaserConfig
 
-evaluation.define_flags(200, "IMPALA App. G: 200, the protocol LASER's Atari results follow")
-FLAGS = flags.FLAGS
-
-
-def main(argv: list[str]) -> None:
-    evaluate(argv, "laser.evaluate", LaserConfig, FLAGS)
-
+main = evaluate_command("laser.evaluate", LaserConfig, "IMPALA App. G: 200, the protocol LASER's Atari results follow")
 
 if __name__ == "__main__":
     cli.run(main)
