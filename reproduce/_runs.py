@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime
+import hashlib
 import json
 import pathlib
 import shlex
@@ -565,11 +566,12 @@ def load_summaries(directory: pathlib.Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in paths]
 
 
-def study_record(jobs: dict[str, dict], scale: str, start: float) -> dict:
+def study_record(jobs: dict[str, dict], scale: str, start: float, directory: pathlib.Path) -> dict:
     """`provenance.write`'s fields for a study assembled from job summaries (`jobs`, by job name).
 
     Its wall time is the jobs' own (their summaries'), not the assembly's, which `start` (its `time.time()`) gives;
-    each run's own record comes along.
+    each run's own record comes along, and each summary file in `directory` is named with its SHA-256, so a
+    table says which versions of its summaries it was built from.
     """
     summaries = jobs.values()
     return {
@@ -578,9 +580,17 @@ def study_record(jobs: dict[str, dict], scale: str, start: float) -> dict:
         "wall_time_s": sum(s["wall_time_s"] or 0.0 for s in summaries), "scale": scale,
         "extra": {
             "assembled_in_s": round(time.time() - start, 1),
+            "summary_files": {name: summary_file(directory / f"{name}.json") for name in jobs},
             "run_provenance": {name: s["run_provenance"] for name, s in jobs.items()},
         },
     }  # fmt: skip
+
+
+def summary_file(path: pathlib.Path) -> dict[str, str]:
+    """A job summary's path (from the repository's root, where it lies inside it) and the SHA-256 of its bytes."""
+    path = path.resolve()
+    shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
+    return {"path": str(shown), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
 
 def set_aside(run_dir: pathlib.Path) -> pathlib.Path | None:

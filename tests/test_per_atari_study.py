@@ -112,6 +112,9 @@ def test_a_run_trained_on_to_a_larger_budget_is_named_with_its_budgets():
 
 
 def test_the_study_is_written_from_the_summaries(tmp_path):
+    (tmp_path / "atari_runs").mkdir()
+    for s in SUMMARIES:
+        (tmp_path / "atari_runs" / f"{s['game']}_{s['variant']}_s{s['seed']}.json").write_text(json.dumps(s))
     _atari.write_study(tmp_path, SUMMARIES, "full", time.time())
     with open(tmp_path / "atari.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -121,6 +124,7 @@ def test_the_study_is_written_from_the_summaries(tmp_path):
     assert matplotlib.image.imread(tmp_path / "atari.png").shape[0] > 300
     record = json.loads((tmp_path / "atari.provenance.json").read_text())
     assert set(record["run_provenance"]) == {"pong_uniform_s0", "pong_rank_s0", "pong_proportional_s0"}
+    assert set(record["summary_files"]) == set(record["run_provenance"])
 
 
 @pytest.mark.parametrize(

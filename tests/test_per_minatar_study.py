@@ -105,8 +105,39 @@ def test_the_update_ratio_study_sets_each_ratio_beside_uniform_and_young_and_tia
     rows = minatar.table_rows(chosen, {"breakout": 10.3}, minatar.RATIO_CURVES)
     assert rows[1]["frames_to_uniform_final"] == 1_000_000  # Its curve is at 5.5 at 1M frames: past uniform's 5.0.
     text = minatar.side_markdown("the update ratio", minatar.RATIO_TEXT, rows, "full")
-    assert "| breakout | uniform_every_4 | 0 | 2,000,000 | 11.00 | 10.3 | 1,000,000 | 0.000 |" in text
+    row = "| breakout | uniform_every_4 | 0 | 2,000,000 | 11.00 | 11.00 (2,000,000) | 10.3 | 1,000,000 | 1 | 0.000 |"
+    assert row in text
     assert [minatar.hours(s) for s in (None, 90.0, 5_400.0)] == ["", "0.025", "1.5"]  # A quick run is not 0.0 h.
+
+
+def test_each_row_has_its_peak_sittings_and_the_curves_resolution_and_uniform_is_the_baseline():
+    """The peak and the frames to uniform's final are read off the summary's curve: the text gives its spacing."""
+    uniform = {**summary("uniform", 6.0), "curve": {"frames": [100_000, 150_000, 400_000], "trailing100": [1, 8, 6]}}
+    segments = [{"frames_at_start": 0}, {"frames_at_start": 700_000}, {"frames_at_start": 1_400_000}]
+    rank = {**summary("rank", 7.0), "run_provenance": {"segments": segments}}
+    rows = minatar.table_rows([uniform, rank], {"breakout": 10.3})
+    assert [(r["peak100"], r["peak_frames"], r["curve_resolution"]) for r in rows] == [
+        (8.0, 150_000, 250_000), (7.0, 2_000_000, 1_000_000),
+    ]  # fmt: skip
+    assert [r["sittings"] for r in rows] == [1, 3]
+    assert rows[0]["frames_to_uniform_final"] is None and minatar.to_uniform(rows[0]) == "baseline"
+    assert rows[1]["frames_to_uniform_final"] == 2_000_000  # Its curve: 3.5 at 1M, 7 at 2M; uniform's final 6.
+    text = minatar.markdown(rows, "full")
+    assert "| breakout | uniform | 0 | 2,000,000 | 6.00 | 8.00 (150,000) | 10.3 | baseline | 1 | 0.000 |" in text
+    assert "| breakout | rank | 0 | 2,000,000 | 7.00 | 7.00 (2,000,000) | 10.3 | 2,000,000 | 3 | 0.000 |" in text
+    assert "here at most\n1,000,000 frames apart" in text
+
+
+def test_the_study_record_names_each_summary_file_with_its_hash(tmp_path):
+    directory = tmp_path / "minatar_runs"
+    directory.mkdir()
+    (directory / "breakout_rank_s0.json").write_text('{"x": 1}\n')
+    record = _runs.study_record({"breakout_rank_s0": {**summary("rank", 1.0), "run_provenance": {}, "config": {}}},
+                                "reduced", 0.0, directory)  # fmt: skip
+    expected = "936353965b4ba9180e3acb781d81aa634390ac95fd2874a9cbc4c4846b49fbd4"  # sha256sum of '{"x": 1}\n'.
+    assert record["extra"]["summary_files"] == {
+        "breakout_rank_s0": {"path": str(directory / "breakout_rank_s0.json"), "sha256": expected}
+    }
 
 
 def test_the_quick_profile_waits_only_for_its_own_game():
@@ -216,9 +247,10 @@ def test_a_variant_is_set_beside_uniform_at_its_own_budget_and_the_target_is_cou
     )
     alone = minatar.table_rows([runs[1]], {"breakout": 10.3})[0]
     assert minatar.to_uniform(alone) == "-" and alone["frames_to_uniform_final"] is None
+    at_or_above = "frames at or above Y&T's DQN (at 5M), one per game and seed:"
     assert minatar.verdicts(rows) == [
-        "Runs of 2,000,000 frames at or above Y&T's DQN (at 5M): uniform 0 of 1, proportional 1 of 1 games.",
-        "Runs of 5,000,000 frames at or above Y&T's DQN (at 5M): uniform 1 of 1, rank 1 of 1 games.",
+        f"Runs of 2,000,000 {at_or_above} uniform 0 of 1, proportional 1 of 1.",
+        f"Runs of 5,000,000 {at_or_above} uniform 1 of 1, rank 1 of 1.",
     ]
 
 
@@ -276,9 +308,11 @@ def test_the_table_has_a_row_at_each_budget_an_extended_run_reached():
         ("proportional", 5_000_000, 12.0, "2000000 5000000", None),
     ]
     assert rows[1]["frames_to_uniform_final"] == 2_000_000  # Its curve up to 2M (the 5M curve passes 5.0 at 1M).
+    assert [r["sittings"] for r in rows] == [1, 1, 2]  # The 2M view counts the starts before 2M only.
+    at_or_above = "frames at or above Y&T's DQN (at 5M), one per game and seed:"
     assert minatar.verdicts(rows) == [
-        "Runs of 2,000,000 frames at or above Y&T's DQN (at 5M): uniform 0 of 1, proportional 0 of 1 games.",
-        "Runs of 5,000,000 frames at or above Y&T's DQN (at 5M): proportional 1 of 1 games.",
+        f"Runs of 2,000,000 {at_or_above} uniform 0 of 1, proportional 0 of 1.",
+        f"Runs of 5,000,000 {at_or_above} proportional 1 of 1.",
     ]
     assert _runs.extended(rows)[1].count("breakout proportional seed 0") == 1
     assert minatar.side_markdown("a side study", (), rows, "full").endswith(_runs.extended(rows)[1] + "\n")

@@ -123,10 +123,35 @@ def summarise(run_dir: pathlib.Path, game: str, variant: str, seed: int, final: 
 
 
 def frames_to_reach(summary: dict, score: float) -> int | None:
-    """First frame at which the run's 100-episode trailing mean reached `score`; None if never."""
+    """First frame at which the run's 100-episode trailing mean reached `score`; None if never.
+
+    Read off the summary's curve (`_runs.episode_scores`: up to 200 points), so
+    to within `curve_resolution`; a crossing shorter than that may be missed.
+    """
     frames, trailing = np.array(summary["curve"]["frames"]), np.array(summary["curve"]["trailing100"])
     reached = np.flatnonzero(trailing >= score)
     return int(frames[reached[0]]) if len(reached) else None
+
+
+def peak(summary: dict) -> tuple[float | None, int | None]:
+    """(highest 100-episode trailing mean, its frame) on the summary's curve; a run's end point alone is noisy."""
+    frames, trailing = summary["curve"]["frames"], summary["curve"]["trailing100"]
+    if not trailing:
+        return None, None
+    best = int(np.argmax(trailing))
+    return float(trailing[best]), int(frames[best])
+
+
+def curve_resolution(summary: dict) -> int | None:
+    """The most frames between two of the curve's points: how precisely `frames_to_reach` and `peak` place a frame."""
+    frames = summary["curve"]["frames"]
+    return int(np.diff(frames).max()) if len(frames) > 1 else None
+
+
+def sittings(summary: dict) -> int:
+    """The starts that trained the run up to its budget: each resume continues from a checkpoint with a new seed."""
+    segments = _runs.recorded_segments(summary.get("run_provenance"))
+    return sum(1 for segment in segments if segment.get("frames_at_start", 0) < summary["frames"])
 
 
 def published() -> dict[str, float]:
@@ -145,13 +170,16 @@ def table_rows(summaries: list[dict], reference: dict[str, float], arms=VARIANTS
     ours = [s for s in views if s["variant"] in arms]
     for s in sorted(ours, key=lambda s: (s["game"], list(arms).index(s["variant"]), s["seed"], s["frames"])):
         baseline = uniform.get((s["game"], s["seed"], s["frames"]))  # At the same budget only.
+        compared = baseline is not None and s["variant"] != "uniform"  # Uniform's own row is the baseline.
+        peak100, peak_frames = peak(s)
         rows.append({
             "game": s["game"], "variant": s["variant"], "seed": s["seed"], "frames": s["frames"],
             "episodes": s["episodes"], "last100": s["last100"], "young_tian_dqn_5M": reference[s["game"]],
-            "wall_time_s": s["wall_time_s"],
+            "wall_time_s": s["wall_time_s"], "sittings": sittings(s),
             "budgets": " ".join(map(str, s["budgets"])),
-            "frames_to_uniform_final": frames_to_reach(s, baseline["last100"]) if baseline else None,
+            "frames_to_uniform_final": frames_to_reach(s, baseline["last100"]) if compared else None,
             "uniform_final": baseline["last100"] if baseline else None,
+            "peak100": peak100, "peak_frames": peak_frames, "curve_resolution": curve_resolution(s),
         })  # fmt: skip
     return rows
 
@@ -171,20 +199,17 @@ def markdown(rows: list[dict], profile: str) -> str:
         "per agent step, the target network copied every 1,000 updates, their optimizer (PyTorch's",
         "centered RMSProp, epsilon 0.01, no momentum), with Double DQN targets and the step size divided",
         "by 4 for the prioritized variants (PER App. B.2.2). Earlier studies, with momentum 0.95 and then",
-        "with PER's one update per 4 steps, are in results/per/archive/. `to uniform`: frames until the",
-        "variant's 100-episode mean first reached the uniform run's final score (same game, seed and",
-        "budget; PER Fig. 4/7's question; `-`: no uniform run of that budget). A run extended to a larger",
-        "budget (`--extend`) annealed beta to 1 by its first budget and held it there: its provenance has",
-        "each segment.",
+        "with PER's one update per 4 steps, are in results/per/archive/.",
         "",
-        "| game | variant | seed | frames | last100 | Y&T DQN (5M) | to uniform's final |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "One seed per game and variant, and Reverb's sampler takes no seed, so two runs of one config and",
+        "seed differ (the README gives a repeat). The prioritized variants also take a quarter of uniform's",
+        "step size, which step_size.md (the arm `uniform_small_step`) separates from prioritization. A gap",
+        "between variants here is one run of each: an observation, not a measured effect.",
+        "",
+        *columns_text(rows),
+        "",
+        *table_lines(rows, "variant"),
     ]
-    for r in rows:
-        lines.append(
-            f"| {r['game']} | {r['variant']} | {r['seed']} | {r['frames']:,} | {r['last100']:.2f} "
-            f"| {r['young_tian_dqn_5M']} | {to_uniform(r)} |"
-        )
     games, due = sorted({r["game"] for r in rows}), DEFAULT_GAMES[profile]
     done = {(r["game"], r["variant"]) for r in rows}
     missing = [f"{g}/{v}" for g in due for v in VARIANTS if (g, v) not in done]
@@ -198,10 +223,44 @@ def markdown(rows: list[dict], profile: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def columns_text(rows: list[dict]) -> list[str]:
+    """What the table's columns past `last100` mean, with the resolution of its curve-read frames."""
+    resolution = max((r["curve_resolution"] or 0 for r in rows), default=0)
+    return [
+        "`peak`: the highest 100-episode mean on the run's curve, at the frame given. `to uniform's final`:",
+        "frames until the run's 100-episode mean first reached the uniform run's final `last100` (same game,",
+        "seed and budget; PER Fig. 4/7's question; `baseline`: the uniform run itself; `-`: no uniform run",
+        "of that budget). Both are read off each run's summary curve of up to 200 points, here at most",
+        f"{resolution:,} frames apart: they hold to within that, and a briefer crossing can be missed.",
+        "`sittings`: the starts a run took; a resumed run goes on from its last checkpoint (networks,",
+        "optimizer, replay, schedules), with a new seed for its env and exploration. A run extended to a",
+        "larger budget (`--extend`) annealed beta to 1 by its first budget and held it there: its",
+        "provenance has each segment.",
+    ]
+
+
+def table_lines(rows: list[dict], arm_column: str) -> list[str]:
+    """The markdown table of `rows`: one line per run and budget."""
+    lines = [
+        f"| game | {arm_column} | seed | frames | last100 | peak (at frames) | Y&T DQN (5M) | to uniform's final "
+        "| sittings | wall time (h) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        at = "" if r["peak100"] is None else f"{r['peak100']:.2f} ({r['peak_frames']:,})"
+        lines.append(
+            f"| {r['game']} | {r['variant']} | {r['seed']} | {r['frames']:,} | {r['last100']:.2f} | {at} "
+            f"| {r['young_tian_dqn_5M']} | {to_uniform(r)} | {r['sittings']} | {hours(r['wall_time_s'])} |"
+        )
+    return lines
+
+
 def to_uniform(row: dict) -> str:
-    """The `to uniform's final` cell: frames, `never`, or `-` when no uniform run has the row's budget."""
+    """The `to uniform's final` cell: frames, `never`, `baseline` (uniform's own row), or `-` (no uniform run)."""
     if row["uniform_final"] is None:
         return "-"
+    if row["variant"] == "uniform":
+        return "baseline"
     reach = row["frames_to_uniform_final"]
     return "never" if reach is None else f"{reach:,}"
 
@@ -215,7 +274,9 @@ def verdicts(rows: list[dict]) -> list[str]:
         for variant in (v for v in VARIANTS if any(r["variant"] == v for r in at)):
             mine = [r for r in at if r["variant"] == variant]
             counts.append(f"{variant} {sum(r['last100'] >= r['young_tian_dqn_5M'] for r in mine)} of {len(mine)}")
-        lines.append(f"Runs of {frames:,} frames at or above Y&T's DQN (at 5M): {', '.join(counts)} games.")
+        lines.append(
+            f"Runs of {frames:,} frames at or above Y&T's DQN (at 5M), one per game and seed: {', '.join(counts)}."
+        )
     return lines
 
 
@@ -287,14 +348,10 @@ def side_markdown(title: str, text: tuple[str, ...], rows: list[dict], profile: 
         "",
         *text,
         "",
-        "| game | arm | seed | frames | last100 | Y&T DQN (5M) | to uniform's final | wall time (h) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        *columns_text(rows),
+        "",
+        *table_lines(rows, "arm"),
     ]
-    for r in rows:
-        lines.append(
-            f"| {r['game']} | {r['variant']} | {r['seed']} | {r['frames']:,} | {r['last100']:.2f} "
-            f"| {r['young_tian_dqn_5M']} | {to_uniform(r)} | {hours(r['wall_time_s'])} |"
-        )
     if notes:
         lines += ["", *notes]
     lines += _runs.extended(rows)
@@ -444,7 +501,8 @@ def write_provenance(out: pathlib.Path, stem: str, summaries: list[dict], start:
     """`stem`.provenance.json: assembled from `summaries`, each with its run's own record."""
     jobs = {_runs.job_name(s["game"], s["variant"], s["seed"]): s for s in summaries}
     scale = f"reduced ({FLAGS.profile}): MinAtar; assembled from {len(jobs)} runs in minatar_runs/"
-    provenance.write(out, f"{stem}.provenance.json", **_runs.study_record(jobs, scale, start))
+    record = _runs.study_record(jobs, scale, start, out / "minatar_runs")
+    provenance.write(out, f"{stem}.provenance.json", **record)
 
 
 if __name__ == "__main__":
