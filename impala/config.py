@@ -152,7 +152,7 @@ PRESETS = {
         entropy_cost=0.0033,  # log-U[5e-5, 1e-2].
         learning_rate=0.00048,  # log-U[5e-6, 5e-3].
         rmsprop_epsilon=0.1,  # {1e-1, 1e-3, 1e-5, 1e-7}.
-        total_frames=1_000_000_000,  # §5.3: experts train for 1B frames.
+        total_frames=1_000_000_000,  # Our budget for one level: §5.3's text gives none for its experts.
     ),
     # IMPALA, deep, multi-task on DMLab-30 (§5.3, Table 3). The paper ran 150
     # actors, a fixed number per level; here 2 actor processes step 15 envs

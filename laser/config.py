@@ -241,7 +241,7 @@ PRESETS = {
         IMPALA_PRESETS["minatar"],  # Our MinAtar IMPALA setting (reduced scale).
         batch_size=16,  # 2 online + 14 replayed at 87.5%.
         replay_fraction=0.875,  # §5.3: 87.5% worked best (Fig. 2).
-        replay_capacity=500_000,  # Reduced scale: 10% of a 5M-frame run (the paper: 10M of 200M frames, 5%).
+        replay_capacity=500_000,  # Reduced scale: 10% of a 5M-frame run (the paper's 10M is DMLab's, §5.3).
         queue_size=64,
         trust_region=True,
     ),

@@ -208,7 +208,7 @@ ATARI_DDQN = PerConfig(
     # we anneal from step 0, so epsilon reaches 0.01 50K steps earlier.
     epsilon_decay_steps=1_000_000,
     eval_epsilon=0.001,  # PER Table 5: tuned DDQN, human starts (no-op "Test": 0.01).
-    total_frames=200_000_000,  # PER §4: 200M frames (50M agent steps).
+    total_frames=200_000_000,  # PER App. Fig. 7's caption: 200M frames (50M agent steps).
 )
 
 # Young & Tian 2019's DQN on MinAtar (kenjyoung/MinAtar examples/dqn.py), with a
