@@ -379,7 +379,11 @@ def per_minatar(base: pathlib.Path) -> Cells:
     budget (`minatar.md`'s own count), each run."""
     rows, text = read_csv(base), read_md(base)
     missing = re.search(r"Not run yet: (.*)\.$", text, re.MULTILINE)
-    counted = re.findall(r"^Runs of ([\d,]+) frames at or above Y&T's DQN \(at 5M\): (.*) games\.$", text, re.MULTILINE)
+    # Today's line ends "..., one per game and seed: uniform 1 of 2."; the archives' "...: uniform 1 of 2 games.".
+    verdict = (
+        r"^Runs of ([\d,]+) frames at or above Y&T's DQN \(at 5M\)(?:, one per game and seed)?: (.*?)(?: games)?\.$"
+    )
+    counted = re.findall(verdict, text, re.MULTILINE)
     runs, scores = minatar_scores(rows)
     total = runs + (len(missing.group(1).split(", ")) if missing else 0)
     dqn = {r["game"]: r["young_tian_dqn_5M"] for r in rows}

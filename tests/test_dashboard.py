@@ -83,6 +83,7 @@ def test_impala_minatar_headline_and_per_run_commits(tmp_path):
 
 
 def test_per_minatar_counts_the_runs_in_against_those_its_table_names_missing(tmp_path):
+    """Both wordings of the count: today's table's (5M here) and the archived studies' (2M)."""
     write(
         tmp_path / "per/full/minatar.csv",
         "game,variant,seed,frames,episodes,last100,young_tian_dqn_5M,frames_to_uniform_final,uniform_final\n"
@@ -92,7 +93,7 @@ def test_per_minatar_counts_the_runs_in_against_those_its_table_names_missing(tm
     write(
         tmp_path / "per/full/minatar.md",
         "# table\n\nRuns of 2,000,000 frames at or above Y&T's DQN (at 5M): uniform 1 of 1, rank 0 of 1 games.\n"
-        "Runs of 5,000,000 frames at or above Y&T's DQN (at 5M): proportional 1 of 1 games.\n"
+        "Runs of 5,000,000 frames at or above Y&T's DQN (at 5M), one per game and seed: proportional 1 of 1.\n"
         "Games run: breakout. Not run yet: asterix/uniform, asterix/rank, seaquest/rank.\n",
     )
     write(tmp_path / "per/full/minatar.provenance.json", record("c" * 40))
