@@ -141,6 +141,17 @@ def recorded_segments(record: dict | None) -> list[dict]:
     return (record or {}).get("segments") or [record or {}]
 
 
+def sittings(summary: dict, frames: int | None = None) -> int:
+    """How many times a job's run was started, up to `frames` if given: 1, plus one per resume.
+
+    From the segments of its provenance (`run_provenance`); a run that recorded none started once.
+    """
+    segments = recorded_segments(summary.get("run_provenance"))
+    if frames is None:
+        return len(segments)
+    return max(1, sum(1 for segment in segments if segment.get("frames_at_start", 0) < frames))
+
+
 def command_flags(command: str | None) -> list[str] | None:
     """The flags of a recorded `python -m MODULE ...` command, as `--name=value`, without those that place the run."""
     if not command:
@@ -558,6 +569,22 @@ def write_summary(directory: pathlib.Path, name: str, summary: dict, run_dir: pa
     directory.mkdir(parents=True, exist_ok=True)
     (directory / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n")
     (directory / f"{name}.provenance.json").write_text((run_dir / "provenance.json").read_text())
+
+
+def check_summarise_only(fresh: bool, extend: bool = False) -> None:
+    """`--summarise_only` trains nothing: refused beside a flag that says how to train."""
+    given = [flag for flag, on in (("--fresh", fresh), ("--extend", extend)) if on]
+    if given:
+        raise UsageError(f"--summarise_only trains nothing, {' and '.join(given)} trains: pass one of them")
+
+
+def summaries_to_build(directory: pathlib.Path) -> list[dict]:
+    """`--summarise_only`'s summaries: every one in `directory`; none is a usage error, not an empty table."""
+    summaries = load_summaries(directory)
+    if not summaries:
+        shown = directory.relative_to(REPO_ROOT) if directory.is_relative_to(REPO_ROOT) else directory
+        raise UsageError(f"--summarise_only: no job summaries in {shown}/ to build the tables from; train a job first")
+    return summaries
 
 
 def load_summaries(directory: pathlib.Path) -> list[dict]:

@@ -10,6 +10,7 @@ from common import config as config_lib
 from common.errors import UsageError
 from impala.config import PRESETS as IMPALA_PRESETS
 from laser.config import PRESETS, sweep_members
+from reproduce import _runs
 from reproduce.laser import _studies
 from tests.test_cli import REPO, assert_one_line_usage_error, run
 
@@ -81,9 +82,10 @@ def test_best_curve_takes_the_best_member_in_each_bucket():
 
 def test_sittings_count_an_agents_starts_from_its_provenance():
     segments = [{"frames_at_start": 0}, {"frames_at_start": 30_760}, {"frames_at_start": 420_520}]
-    assert _studies.sittings({"run_provenance": {"segments": segments}}) == 3  # Resumed twice.
-    assert _studies.sittings({"run_provenance": {"segments": segments[:1]}}) == 1
-    assert _studies.sittings({"run_provenance": None}) == 1  # A run that recorded none started once.
+    assert _runs.sittings({"run_provenance": {"segments": segments}}) == 3  # Resumed twice.
+    assert _runs.sittings({"run_provenance": {"segments": segments[:1]}}) == 1
+    assert _runs.sittings({"run_provenance": None}) == 1  # A run that recorded none started once.
+    assert _runs.sittings({"run_provenance": {"segments": segments}}, 420_520) == 2  # The starts before 420,520.
 
 
 @pytest.mark.parametrize(
@@ -92,10 +94,11 @@ def test_sittings_count_an_agents_starts_from_its_provenance():
         ("--studies=fig9", ["--studies: unknown study 'fig9'", "fig2_replay_fraction"]),
         ("--games=pong", ["--games: unknown minatar game 'pong'", "breakout"]),
         ("--seeds=0", ["--seeds=0", "not a positive integer"]),
+        ("--summarise_only --fresh", ["--summarise_only trains nothing, --fresh trains: pass one of them"]),
     ],
 )
 def test_bad_input_is_one_line_exit_2(flag, fragments):
-    assert_one_line_usage_error(run(sys.executable, "-m", "reproduce.laser.minatar", flag), *fragments)
+    assert_one_line_usage_error(run(sys.executable, "-m", "reproduce.laser.minatar", *flag.split()), *fragments)
 
 
 def test_a_summary_trained_with_other_settings_than_its_arm_now_gives_is_refused(tmp_path):

@@ -3,11 +3,14 @@
 import dataclasses
 import json
 import re
+import shutil
 import sys
+import types
 
 import matplotlib.image
 import pytest
 
+import reproduce
 from common import config as config_lib
 from common.errors import UsageError
 from per.config import PRESETS
@@ -187,10 +190,36 @@ def test_fig10_draws_both_replays(tmp_path, monkeypatch):
         ("--frames=0.5", ["--frames=0.5: need a whole number >= 1"]),
         ("--frames=nan", ["--frames=nan: expected a finite number"]),
         ("--extend --fresh", ["--fresh retrains from the start and --extend trains on: pass one of them"]),
+        ("--summarise_only --fresh", ["--summarise_only trains nothing, --fresh trains: pass one of them"]),
+        ("--summarise_only --extend", ["--summarise_only trains nothing, --extend trains: pass one of them"]),
     ],
 )
 def test_bad_input_is_one_line_exit_2(flag, fragments):
     assert_one_line_usage_error(run(sys.executable, "-m", "reproduce.per.minatar", *flag.split()), *fragments)
+
+
+def test_summarise_only_builds_the_tables_from_the_summaries_present_and_trains_nothing(tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    (results / "published").mkdir(parents=True)
+    shutil.copy(REPO / "results" / "published" / "minatar_young2019_5M.csv", results / "published")
+    summaries_dir = results / "per" / "full" / "minatar_runs"
+    summaries_dir.mkdir(parents=True)
+    for variant, score in (("uniform", 6.0), ("rank", 8.0)):
+        record = {**summary(variant, score), "config": {}, "run_provenance": {}}
+        (summaries_dir / f"breakout_{variant}_s0.json").write_text(json.dumps(record))
+    monkeypatch.setattr(reproduce, "RESULTS", results)
+    monkeypatch.setattr(reproduce, "output_dir", lambda paper, profile: results / paper / profile)
+    flags = dict(games=None, variants=list(minatar.VARIANTS), frames=None, seed=0, seeds=1, fresh=False, extend=False)
+    monkeypatch.setattr(minatar, "FLAGS", types.SimpleNamespace(profile="full", summarise_only=True, **flags))
+    monkeypatch.setattr(minatar, "train", lambda *args: pytest.fail("--summarise_only trained"))
+    minatar.main([])
+    text = (results / "per" / "full" / "minatar.md").read_text()
+    assert "| breakout | rank | 0 | 2,000,000 | 8.00 |" in text
+    assert "asterix/proportional, breakout/proportional, freeway" in text  # Not run yet.
+    record = json.loads((results / "per" / "full" / "minatar.provenance.json").read_text())
+    assert set(record["summary_files"]) == {"breakout_uniform_s0", "breakout_rank_s0"}
+    with pytest.raises(UsageError, match=r"--summarise_only: no job summaries in .*/quick/minatar_runs/"):
+        _runs.summaries_to_build(results / "per" / "quick" / "minatar_runs")
 
 
 def committed_summary() -> dict:

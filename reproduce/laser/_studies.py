@@ -136,11 +136,6 @@ def best_curve(agents: list[dict]) -> list[dict]:
     return [{"frames": f, "mean_return": r} for f, r in sorted(buckets.items())]
 
 
-def sittings(agent: dict) -> int:
-    """How many times a job's agent was started: 1, plus one per resume (its provenance's segments)."""
-    return len((agent.get("run_provenance") or {}).get("segments") or [None])
-
-
 def job_flags(arm: Arm, game: str, seed: int, scale: Scale) -> list[str]:
     """The flags a job trains with: the preset's, and the arm's `--config_override`s (a sweep's, every member's)."""
     return [

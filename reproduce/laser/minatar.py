@@ -76,7 +76,6 @@ from reproduce.laser._studies import (  # noqa: E402
     best_curve,
     job_configs,
     job_flags,
-    sittings,
 )
 
 reproduce.define_flags()
@@ -172,7 +171,7 @@ def study_rows(study: Study, summaries: dict[str, dict], games: list[str], seeds
                         "mean_return": best["mean_return"],
                         "learning_rate": best["learning_rate"], "entropy_cost": best["entropy_cost"],
                         "wall_time_min_s": min(wall), "wall_time_max_s": max(wall),
-                        "sittings": max(sittings(a) for a in s["agents"]),
+                        "sittings": max(_runs.sittings(a) for a in s["agents"]),
                     })  # fmt: skip
     return rows
 
@@ -282,6 +281,8 @@ def study_games(study: Study) -> list[str]:
 
 def main(argv: list[str]) -> None:
     check_flags()
+    if FLAGS.summarise_only:
+        _runs.check_summarise_only(FLAGS.fresh)
     scale = SCALES[FLAGS.profile]
     out = reproduce.output_dir("laser", FLAGS.profile)
     summaries_dir = out / "minatar_runs"

@@ -4,6 +4,7 @@
     python -m reproduce.per.atari --profile full --games pong --variants rank --frames 1e7
     python -m reproduce.per.atari --profile quick                  # smoke scale: 20K frames a run
     python -m reproduce.per.atari --profile full --frames 1e7 --extend  # train the runs on to 10M frames
+    python -m reproduce.per.atari --profile full --summarise_only  # the table from the summaries present
 
 Trains each game x variant x seed with `per.train` (variants: `uniform`,
 `rank`, `proportional` -> presets `atari_ddqn`, `atari_ddqn_rank`,
@@ -49,6 +50,7 @@ flags.DEFINE_integer("seeds", 1, "Seeds per game and variant: seed, seed + 1, ..
 flags.DEFINE_float("frames", None, "Frame budget per run overriding the profile's, e.g. 1e7.")
 flags.DEFINE_integer("eval_episodes", None, "Evaluation episodes overriding the profile's (PER: 100).")
 flags.DEFINE_bool("extend", False, "Train runs of a smaller budget on to --frames (resumed), not refuse them.")
+flags.DEFINE_bool("summarise_only", False, "Rebuild the table and figure from the summaries present; train nothing.")
 FLAGS = flags.FLAGS
 
 
@@ -59,6 +61,11 @@ def main(argv: list[str]) -> None:
     episodes = _atari.EVAL_EPISODES[FLAGS.profile] if FLAGS.eval_episodes is None else FLAGS.eval_episodes
     frames = _runs.whole_budget(_atari.FRAMES[FLAGS.profile] if FLAGS.frames is None else FLAGS.frames, episodes)
     overrides = _atari.OVERRIDES[FLAGS.profile]
+    if FLAGS.summarise_only:  # Before any directory is made: a refusal leaves nothing behind.
+        _runs.check_summarise_only(FLAGS.fresh, FLAGS.extend)
+        summaries = _runs.summaries_to_build(reproduce.RESULTS / "per" / FLAGS.profile / "atari_runs")
+        print(_atari.write_study(reproduce.output_dir("per", FLAGS.profile), summaries, FLAGS.profile, start))
+        return
     out = reproduce.output_dir("per", FLAGS.profile)
     summaries_dir = out / "atari_runs"
     summaries_dir.mkdir(exist_ok=True)

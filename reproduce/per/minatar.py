@@ -11,6 +11,7 @@ agent and replay variants (`per.train`, presets `minatar_ddqn`, `_rank`,
     python -m reproduce.per.minatar --profile full --games seaquest --variants uniform_small_step
     python -m reproduce.per.minatar --profile full --games freeway --frames 5e6 --extend  # on to Y&T's 5M
     python -m reproduce.per.minatar --profile quick      # smoke scale: one game, 15K frames a run
+    python -m reproduce.per.minatar --profile full --summarise_only  # the tables from the summaries present
 
 Two appendix figures come from the same runs:
 
@@ -107,6 +108,7 @@ flags.DEFINE_list("variants", list(VARIANTS), f"Arms to run: {', '.join(ARMS)}."
 flags.DEFINE_integer("seeds", 1, "Seeds per game and variant: seed, seed + 1, ...", lower_bound=1)
 flags.DEFINE_float("frames", None, "Frame budget per run overriding the profile's, e.g. 5e6 (Young & Tian's).")
 flags.DEFINE_bool("extend", False, "Train runs of a smaller budget on to --frames (resumed), not refuse them.")
+flags.DEFINE_bool("summarise_only", False, "Rebuild the tables and figures from the summaries present; train nothing.")
 FLAGS = flags.FLAGS
 
 
@@ -148,12 +150,6 @@ def curve_resolution(summary: dict) -> int | None:
     return int(np.diff(frames).max()) if len(frames) > 1 else None
 
 
-def sittings(summary: dict) -> int:
-    """The starts that trained the run up to its budget: each resume continues from a checkpoint with a new seed."""
-    segments = _runs.recorded_segments(summary.get("run_provenance"))
-    return sum(1 for segment in segments if segment.get("frames_at_start", 0) < summary["frames"])
-
-
 def published() -> dict[str, float]:
     with open(reproduce.RESULTS / "published" / "minatar_young2019_5M.csv", newline="") as f:
         return {r["game"]: float(r["dqn"]) for r in csv.DictReader(f)}
@@ -175,7 +171,7 @@ def table_rows(summaries: list[dict], reference: dict[str, float], arms=VARIANTS
         rows.append({
             "game": s["game"], "variant": s["variant"], "seed": s["seed"], "frames": s["frames"],
             "episodes": s["episodes"], "last100": s["last100"], "young_tian_dqn_5M": reference[s["game"]],
-            "wall_time_s": s["wall_time_s"], "sittings": sittings(s),
+            "wall_time_s": s["wall_time_s"], "sittings": _runs.sittings(s, s["frames"]),
             "budgets": " ".join(map(str, s["budgets"])),
             "frames_to_uniform_final": frames_to_reach(s, baseline["last100"]) if compared else None,
             "uniform_final": baseline["last100"] if baseline else None,
@@ -445,25 +441,13 @@ def main(argv: list[str]) -> None:
     check_choices("--games", "minatar game", games, GAMES)
     check_choices("--variants", "variant", FLAGS.variants, ARMS)
     frames = FRAMES[FLAGS.profile] if FLAGS.frames is None else _runs.whole_budget(FLAGS.frames)
+    summaries_dir = reproduce.RESULTS / "per" / FLAGS.profile / "minatar_runs"
+    if FLAGS.summarise_only:  # Before any directory is made: a refusal leaves nothing behind.
+        _runs.check_summarise_only(FLAGS.fresh, FLAGS.extend)
+        summaries = _runs.summaries_to_build(summaries_dir)
+    else:
+        summaries = train(games, frames, summaries_dir)
     out = reproduce.output_dir("per", FLAGS.profile)
-    summaries_dir = out / "minatar_runs"
-    summaries_dir.mkdir(exist_ok=True)
-    runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"per_minatar_{FLAGS.profile}"
-    jobs = {
-        _runs.job_name(game, arm, seed): (game, arm, seed)
-        for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds)
-        for game in games
-        for arm in FLAGS.variants
-    }
-    flags_of = {name: job_flags(arm, game, frames, seed, FLAGS.profile) for name, (game, arm, seed) in jobs.items()}
-    if not FLAGS.fresh:
-        _runs.check_settings(summaries_dir, {name: job_config(flags) for name, flags in flags_of.items()})
-    for name in _runs.jobs_to_train(flags_of, summaries_dir, runs, FLAGS.fresh, FLAGS.extend):
-        game, arm, seed = jobs[name]
-        final = _runs.train("per.train", runs / name, flags_of[name], FLAGS.fresh, FLAGS.extend)
-        _runs.write_summary(summaries_dir, name, summarise(runs / name, game, arm, seed, final), runs / name)
-
-    summaries = _runs.load_summaries(summaries_dir)
     reference = published()
     main_runs = [s for s in summaries if s["variant"] in VARIANTS]
     rows = table_rows(main_runs, reference)
@@ -495,6 +479,26 @@ def main(argv: list[str]) -> None:
         if all(pair.get(v, {}).get("td_errors") for v in ("rank", "uniform")):
             plot_td_errors(pair["rank"], pair["uniform"], out / f"fig10_{game}.png")
             write_provenance(out, f"fig10_{game}", [pair["rank"], pair["uniform"]], start)
+
+
+def train(games: list[str], frames: int, summaries_dir: pathlib.Path) -> list[dict]:
+    """Trains and summarises every job of `games` x `--variants` x seeds not summarised yet; every summary present."""
+    summaries_dir.mkdir(parents=True, exist_ok=True)
+    runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"per_minatar_{FLAGS.profile}"
+    jobs = {
+        _runs.job_name(game, arm, seed): (game, arm, seed)
+        for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds)
+        for game in games
+        for arm in FLAGS.variants
+    }
+    flags_of = {name: job_flags(arm, game, frames, seed, FLAGS.profile) for name, (game, arm, seed) in jobs.items()}
+    if not FLAGS.fresh:
+        _runs.check_settings(summaries_dir, {name: job_config(flags) for name, flags in flags_of.items()})
+    for name in _runs.jobs_to_train(flags_of, summaries_dir, runs, FLAGS.fresh, FLAGS.extend):
+        game, arm, seed = jobs[name]
+        final = _runs.train("per.train", runs / name, flags_of[name], FLAGS.fresh, FLAGS.extend)
+        _runs.write_summary(summaries_dir, name, summarise(runs / name, game, arm, seed, final), runs / name)
+    return _runs.load_summaries(summaries_dir)
 
 
 def write_provenance(out: pathlib.Path, stem: str, summaries: list[dict], start: float) -> None:
