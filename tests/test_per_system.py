@@ -139,12 +139,17 @@ def saved_replay_counts(run_dir):
 @pytest.mark.slow
 def test_an_actor_process_fills_the_replay_at_the_limiters_ratio_and_is_restarted_when_killed(tmp_path):
     run_dir = tmp_path / "run"
+    # episodes.csv is flushed with each progress line: every 0.5 s here, so the actor's first games show
+    # long before the run ends. At the toy preset's 5 s a loaded machine could show them only at the end,
+    # when the actor had already gone (a CI failure: no such process).
     process = subprocess.Popen(
-        [*TRAIN, "--preset=toy", "--actors=1", f"--run_dir={run_dir}", "--frames=3000"], cwd=REPO,
+        [*TRAIN, "--preset=toy", "--actors=1", f"--run_dir={run_dir}", "--frames=3000",
+         "--config_override=log_every_s=0.5"], cwd=REPO,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
     wait_for(lambda: episode_rows(run_dir) > 0, what="the actor's first games in episodes.csv")
     victim = int((run_dir / "actor_pids").read_text().split()[0])
+    assert process.poll() is None, "the run ended before its actor could be killed"
     os.kill(victim, signal.SIGKILL)
     output, _ = process.communicate(timeout=240)
     assert process.returncode == 0, output
