@@ -8,6 +8,7 @@ and absl refuses a second definition of a flag in one process.
 import csv
 import dataclasses
 import json
+import shutil
 import sys
 import time
 
@@ -17,6 +18,7 @@ import pytest
 from common import config as config_lib
 from common.errors import UsageError
 from per.config import PRESETS
+from reproduce import _runs
 from reproduce.per import _atari
 from tests.test_cli import REPO, assert_one_line_usage_error, run
 
@@ -125,6 +127,15 @@ def test_the_study_is_written_from_the_summaries(tmp_path):
     record = json.loads((tmp_path / "atari.provenance.json").read_text())
     assert set(record["run_provenance"]) == {"pong_uniform_s0", "pong_rank_s0", "pong_proportional_s0"}
     assert set(record["summary_files"]) == set(record["run_provenance"])
+
+
+def test_the_committed_table_is_what_the_committed_summaries_make(tmp_path):
+    """Rebuilt with today's code from results/per/full/atari_runs: a generator change commits its table too."""
+    committed = REPO / "results" / "per" / "full"
+    shutil.copytree(committed / "atari_runs", tmp_path / "atari_runs")
+    _atari.write_study(tmp_path, _runs.load_summaries(tmp_path / "atari_runs"), "full", time.time())
+    for name in ("atari.md", "atari.csv"):
+        assert (tmp_path / name).read_text() == (committed / name).read_text(), f"{name} is stale"
 
 
 @pytest.mark.parametrize(
