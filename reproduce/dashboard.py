@@ -694,7 +694,8 @@ STUDIES: tuple[Study, ...] = (
         "Prioritized replay",
         "Uniform, rank-based and proportional Double DQN on the 5 MinAtar games beside Young & Tian's DQN "
         "(PER Fig. 4/7 analogue; App. Fig. 10 from the same runs)",
-        "`python -m reproduce.per.minatar --profile full [--games G --variants V --frames N [--extend]]`",
+        "`python -m reproduce.per.minatar --profile full "
+        "[--games G --variants V --frames N [--extend] | --summarise_only]`",
         "`per/full/minatar.{csv,md,png}`, `fig10_<game>.png`, one summary per run in `per/full/minatar_runs/`",
         "reduced: MinAtar, 2M frames per run (the profile's; `--extend` trains runs on toward Young & Tian's 5M), "
         "1 seed; assembled across sessions (the table lists the runs still missing); restarted at Young & Tian's "
@@ -775,7 +776,8 @@ STUDIES: tuple[Study, ...] = (
         "Prioritized replay",
         "Uniform against proportional (and rank-based) Double DQN on Atari beside PER Tables 6/7: ours from no-op "
         "starts, the paper's from human starts",
-        "`python -m reproduce.per.atari --profile full [--games G --variants V --frames N [--extend]]`",
+        "`python -m reproduce.per.atari --profile full "
+        "[--games G --variants V --frames N [--extend] | --summarise_only]`",
         "`per/full/atari.{csv,md,png}`, one summary per run in `per/full/atari_runs/`",
         f"reduced: {per_atari_study.FRAMES['full']:,} (the profile's; `--frames` sets another) of the paper's 200M "
         "frames per run, 1 seed, no-op starts; assembled across sessions, runs trained on with `--extend`",
