@@ -141,15 +141,17 @@ def recorded_segments(record: dict | None) -> list[dict]:
     return (record or {}).get("segments") or [record or {}]
 
 
-def sittings(summary: dict, frames: int | None = None) -> int:
-    """How many times a job's run was started, up to `frames` if given: 1, plus one per resume.
+def sittings(summary: dict, budget_: int | None = None) -> int:
+    """How many times a job's run was started, toward `budget_` or a smaller one if given: 1, plus one per resume.
 
-    From the segments of its provenance (`run_provenance`); a run that recorded none started once.
+    From the segments of its provenance (`run_provenance`); a run that recorded none started once. A start
+    counts toward the budget it trained to (`segment_budget`), as `earlier_budgets` counts its wall time: a
+    resume that only finished a budget is one of that budget's sittings.
     """
     segments = recorded_segments(summary.get("run_provenance"))
-    if frames is None:
+    if budget_ is None:
         return len(segments)
-    return max(1, sum(1 for segment in segments if segment.get("frames_at_start", 0) < frames))
+    return max(1, sum(1 for segment in segments if (segment_budget(segment) or 0) <= budget_))
 
 
 def command_flags(command: str | None) -> list[str] | None:
@@ -574,8 +576,10 @@ def write_summary(directory: pathlib.Path, name: str, summary: dict, run_dir: pa
 def check_summarise_only(fresh: bool, extend: bool = False) -> None:
     """`--summarise_only` trains nothing: refused beside a flag that says how to train."""
     given = [flag for flag, on in (("--fresh", fresh), ("--extend", extend)) if on]
+    if len(given) == 1:
+        raise UsageError(f"--summarise_only trains nothing, {given[0]} trains: pass one of them")
     if given:
-        raise UsageError(f"--summarise_only trains nothing, {' and '.join(given)} trains: pass one of them")
+        raise UsageError("--summarise_only trains nothing, --fresh and --extend train: pass --summarise_only alone")
 
 
 def summaries_to_build(directory: pathlib.Path) -> list[dict]:

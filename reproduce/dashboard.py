@@ -389,7 +389,7 @@ def per_minatar(base: pathlib.Path) -> Cells:
     dqn = {r["game"]: r["young_tian_dqn_5M"] for r in rows}
     # The DQN column is results/published/minatar_young2019_5M.csv's (Young & Tian 2019, 5M frames).
     return Cells(
-        f"{runs} of {total} runs in; games at/above Y&T's DQN: "
+        f"{runs} of {total} runs in; runs at/above Y&T's DQN: "
         + "; ".join(f"{counts} (runs of {frames} frames)" for frames, counts in counted)
         + f"; {scores}",
         "Young & Tian DQN, 5M frames: " + ", ".join(f"{game} {score}" for game, score in dqn.items()),

@@ -99,7 +99,7 @@ def test_per_minatar_counts_the_runs_in_against_those_its_table_names_missing(tm
     write(tmp_path / "per/full/minatar.provenance.json", record("c" * 40))
     ours, paper, commits = dashboard.cells(study("per/full/minatar"), tmp_path)
     assert ours.startswith(
-        "2 of 5 runs in; games at/above Y&T's DQN: uniform 1 of 1, rank 0 of 1 (runs of 2,000,000 frames); "
+        "2 of 5 runs in; runs at/above Y&T's DQN: uniform 1 of 1, rank 0 of 1 (runs of 2,000,000 frames); "
         "proportional 1 of 1 (runs of 5,000,000 frames); last-100 return:"
     )
     assert ours.endswith("breakout uniform 11.0, breakout rank 9.5")

@@ -85,7 +85,9 @@ def test_sittings_count_an_agents_starts_from_its_provenance():
     assert _runs.sittings({"run_provenance": {"segments": segments}}) == 3  # Resumed twice.
     assert _runs.sittings({"run_provenance": {"segments": segments[:1]}}) == 1
     assert _runs.sittings({"run_provenance": None}) == 1  # A run that recorded none started once.
-    assert _runs.sittings({"run_provenance": {"segments": segments}}, 420_520) == 2  # The starts before 420,520.
+    budgets = [{**s, "total_frames": b} for s, b in zip(segments, (2_000_000, 2_000_000, 5_000_000))]
+    # A resume that only finished 2M is one of 2M's sittings, as earlier_budgets counts its wall time there.
+    assert [_runs.sittings({"run_provenance": {"segments": budgets}}, b) for b in (2_000_000, 5_000_000)] == [2, 3]
 
 
 @pytest.mark.parametrize(

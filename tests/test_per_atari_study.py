@@ -149,6 +149,7 @@ def test_the_committed_table_is_what_the_committed_summaries_make(tmp_path):
         ("--eval_episodes=0", ["--eval_episodes=0: need a whole number >= 1"]),
         ("--seeds=0", ["--seeds=0", "not a positive integer"]),
         ("--extend --fresh", ["--fresh retrains from the start and --extend trains on: pass one of them"]),
+        ("--summarise_only --fresh --extend", ["--fresh and --extend train: pass --summarise_only alone"]),
     ],
 )
 def test_bad_input_is_one_line_exit_2(flag, fragments):

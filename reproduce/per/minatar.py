@@ -197,10 +197,7 @@ def markdown(rows: list[dict], profile: str) -> str:
         "by 4 for the prioritized variants (PER App. B.2.2). Earlier studies, with momentum 0.95 and then",
         "with PER's one update per 4 steps, are in results/per/archive/.",
         "",
-        "One seed per game and variant, and Reverb's sampler takes no seed, so two runs of one config and",
-        "seed differ (the README gives a repeat). The prioritized variants also take a quarter of uniform's",
-        "step size, which step_size.md (the arm `uniform_small_step`) separates from prioritization. A gap",
-        "between variants here is one run of each: an observation, not a measured effect.",
+        *seeds_text(rows),
         "",
         *columns_text(rows),
         "",
@@ -219,15 +216,32 @@ def markdown(rows: list[dict], profile: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def seeds_text(rows: list[dict]) -> list[str]:
+    """What the runs can and cannot say: their seeds per game and variant, and the step sizes they differ in."""
+    per_cell = max(
+        (sum(r["game"] == g and r["variant"] == v and r["frames"] == f for r in rows) for g, v, f in
+         {(r["game"], r["variant"], r["frames"]) for r in rows}),
+        default=1,
+    )  # fmt: skip
+    seeds = "One seed" if per_cell == 1 else f"At most {per_cell} seeds"
+    return [
+        f"{seeds} per game and variant, and Reverb's sampler takes no seed, so two runs of one config and",
+        "seed differ (the README gives a repeat). The prioritized variants also take a quarter of uniform's",
+        "step size, which the arm `uniform_small_step` (step_size.md, once it has run) separates from",
+        "prioritization. A gap between variants in a few runs of each is an observation, not a measured effect.",
+    ]
+
+
 def columns_text(rows: list[dict]) -> list[str]:
     """What the table's columns past `last100` mean, with the resolution of its curve-read frames."""
     resolution = max((r["curve_resolution"] or 0 for r in rows), default=0)
+    spacing = f", here at most {resolution:,} frames apart: they hold to within that" if resolution else ""
     return [
         "`peak`: the highest 100-episode mean on the run's curve, at the frame given. `to uniform's final`:",
         "frames until the run's 100-episode mean first reached the uniform run's final `last100` (same game,",
         "seed and budget; PER Fig. 4/7's question; `baseline`: the uniform run itself; `-`: no uniform run",
-        "of that budget). Both are read off each run's summary curve of up to 200 points, here at most",
-        f"{resolution:,} frames apart: they hold to within that, and a briefer crossing can be missed.",
+        f"of that budget). Both are read off each run's summary curve of up to 200 points{spacing}, and a",
+        "briefer crossing can be missed.",
         "`sittings`: the starts a run took; a resumed run goes on from its last checkpoint (networks,",
         "optimizer, replay, schedules), with a new seed for its env and exploration. A run extended to a",
         "larger budget (`--extend`) annealed beta to 1 by its first budget and held it there: its",
