@@ -128,7 +128,7 @@ def test_each_row_has_its_peak_sittings_and_the_curves_resolution_and_uniform_is
     text = minatar.markdown(rows, "full")
     assert "| breakout | uniform | 0 | 2,000,000 | 6.00 | 8.00 (150,000) | 10.3 | baseline | 1 | 0.000 |" in text
     assert "| breakout | rank | 0 | 2,000,000 | 7.00 | 7.00 (2,000,000) | 10.3 | 2,000,000 | 3 | 0.000 |" in text
-    assert "here at most 1,000,000 frames apart" in text
+    assert "The curves' points are at most 1,000,000 frames apart" in text
 
 
 def test_the_study_record_names_each_summary_file_with_its_hash(tmp_path):

@@ -235,13 +235,14 @@ def seeds_text(rows: list[dict]) -> list[str]:
 def columns_text(rows: list[dict]) -> list[str]:
     """What the table's columns past `last100` mean, with the resolution of its curve-read frames."""
     resolution = max((r["curve_resolution"] or 0 for r in rows), default=0)
-    spacing = f", here at most {resolution:,} frames apart: they hold to within that" if resolution else ""
+    spacing = [f"The curves' points are at most {resolution:,} frames apart: those frames hold to within that."]
     return [
         "`peak`: the highest 100-episode mean on the run's curve, at the frame given. `to uniform's final`:",
         "frames until the run's 100-episode mean first reached the uniform run's final `last100` (same game,",
         "seed and budget; PER Fig. 4/7's question; `baseline`: the uniform run itself; `-`: no uniform run",
-        f"of that budget). Both are read off each run's summary curve of up to 200 points{spacing}, and a",
-        "briefer crossing can be missed.",
+        "of that budget). Both are read off each run's summary curve of up to 200 points, and a briefer",
+        "crossing can be missed.",
+        *(spacing if resolution else []),
         "`sittings`: the starts a run took; a resumed run goes on from its last checkpoint (networks,",
         "optimizer, replay, schedules), with a new seed for its env and exploration. A run extended to a",
         "larger budget (`--extend`) annealed beta to 1 by its first budget and held it there: its",
