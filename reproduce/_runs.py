@@ -141,17 +141,17 @@ def recorded_segments(record: dict | None) -> list[dict]:
     return (record or {}).get("segments") or [record or {}]
 
 
-def sittings(summary: dict, budget_: int | None = None) -> int:
-    """How many times a job's run was started, toward `budget_` or a smaller one if given: 1, plus one per resume.
+def sittings(summary: dict, up_to: int | None = None) -> int:
+    """How many times a job's run was started, toward budget `up_to` or a smaller one if given: 1, plus one per resume.
 
     From the segments of its provenance (`run_provenance`); a run that recorded none started once. A start
     counts toward the budget it trained to (`segment_budget`), as `earlier_budgets` counts its wall time: a
     resume that only finished a budget is one of that budget's sittings.
     """
     segments = recorded_segments(summary.get("run_provenance"))
-    if budget_ is None:
+    if up_to is None:
         return len(segments)
-    return max(1, sum(1 for segment in segments if (segment_budget(segment) or 0) <= budget_))
+    return max(1, sum(1 for segment in segments if (segment_budget(segment) or 0) <= up_to))
 
 
 def command_flags(command: str | None) -> list[str] | None:
@@ -586,8 +586,9 @@ def summaries_to_build(directory: pathlib.Path) -> list[dict]:
     """`--summarise_only`'s summaries: every one in `directory`; none is a usage error, not an empty table."""
     summaries = load_summaries(directory)
     if not summaries:
-        shown = directory.relative_to(REPO_ROOT) if directory.is_relative_to(REPO_ROOT) else directory
-        raise UsageError(f"--summarise_only: no job summaries in {shown}/ to build the tables from; train a job first")
+        raise UsageError(
+            f"--summarise_only: no job summaries in {shown(directory)}/ to build the tables from; train a job first"
+        )
     return summaries
 
 
@@ -619,9 +620,13 @@ def study_record(jobs: dict[str, dict], scale: str, start: float, directory: pat
 
 def summary_file(path: pathlib.Path) -> dict[str, str]:
     """A job summary's path (from the repository's root, where it lies inside it) and the SHA-256 of its bytes."""
+    return {"path": str(shown(path)), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def shown(path: pathlib.Path) -> pathlib.Path:
+    """`path` as a reader finds it: from the repository's root where it lies inside it, else as it is."""
     path = path.resolve()
-    shown = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
-    return {"path": str(shown), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    return path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
 
 
 def set_aside(run_dir: pathlib.Path) -> pathlib.Path | None:

@@ -56,6 +56,7 @@ minatar.png, minatar.provenance.json.
 
 from __future__ import annotations
 
+import collections
 import csv
 import pathlib
 import textwrap
@@ -218,11 +219,7 @@ def markdown(rows: list[dict], profile: str) -> str:
 
 def seeds_text(rows: list[dict]) -> list[str]:
     """What the runs can and cannot say: their seeds per game and variant, and the step sizes they differ in."""
-    per_cell = max(
-        (sum(r["game"] == g and r["variant"] == v and r["frames"] == f for r in rows) for g, v, f in
-         {(r["game"], r["variant"], r["frames"]) for r in rows}),
-        default=1,
-    )  # fmt: skip
+    per_cell = max(collections.Counter((r["game"], r["variant"], r["frames"]) for r in rows).values(), default=1)
     seeds = "One seed" if per_cell == 1 else f"At most {per_cell} seeds"
     return [
         f"{seeds} per game and variant, and Reverb's sampler takes no seed, so two runs of one config and",
