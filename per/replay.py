@@ -326,29 +326,47 @@ def _draw(sampler: Any, batch_size: int, decode: Callable[[list[list[np.ndarray]
     return decode([sampler.GetNextTrajectory() for _ in range(batch_size)])
 
 
-class _Draw:
-    """A batch drawn and decoded in a daemon thread, so that its caller can stop waiting for it, or work meanwhile."""
+class _Drawer:
+    """Batches drawn and decoded one at a time, on request, by one daemon thread, so that the caller can stop
+    waiting for a batch, or work meanwhile.
+
+    The thread lives as long as the replay: starting one per batch cost about a seventh of a MinAtar
+    agent step (the start waits for the new thread to take the GIL).
+    """
 
     def __init__(self, sampler: Any, batch_size: int, decode: Callable[[list[list[np.ndarray]]], _Drawn]):
-        self._done = threading.Event()
-        self._drawn: _Drawn | None = None
-        self._error: Exception | None = None
+        self._requests: queue.SimpleQueue[bool] = queue.SimpleQueue()
+        self._results: queue.SimpleQueue[_Drawn | Exception] = queue.SimpleQueue()
+        self.pending = False  # A batch is requested and not yet taken.
         threading.Thread(target=self._run, args=(sampler, batch_size, decode), daemon=True).start()
 
     def _run(self, sampler: Any, batch_size: int, decode: Callable[[list[list[np.ndarray]]], _Drawn]) -> None:
-        try:
-            self._drawn = _draw(sampler, batch_size, decode)
-        except Exception as error:  # Raised in the caller's thread, by `result`.
-            self._error = error
-        self._done.set()
+        while self._requests.get():
+            try:
+                self._results.put(_draw(sampler, batch_size, decode))
+            except Exception as error:  # Raised in the caller's thread, by `result`.
+                self._results.put(error)
+
+    def request(self) -> None:
+        """Starts drawing the next batch (at most one is pending)."""
+        if not self.pending:
+            self.pending = True
+            self._requests.put(True)
 
     def result(self, timeout_s: float | None) -> _Drawn | None:
-        """The batch; None if it is not complete within `timeout_s` (None: waits for it)."""
-        if not self._done.wait(timeout_s):
+        """The pending batch; None if it is not complete within `timeout_s` (None: waits for it)."""
+        try:
+            drawn = self._results.get(timeout=timeout_s)
+        except queue.Empty:
             return None
-        if self._error is not None:
-            raise self._error
-        return self._drawn
+        self.pending = False
+        if isinstance(drawn, Exception):
+            raise drawn
+        return drawn
+
+    def stop(self) -> None:
+        """Ends the thread once it is done with the pending batch (one the rate limiter holds back: never)."""
+        self._requests.put(False)
 
 
 class _PriorityWrites:
@@ -421,14 +439,15 @@ class PrioritizedReplay:
     `count_inserts`, and with `sample_timeout_ms` >= 0 gets None from a
     `sample` whose batch is not complete that long (the rate limiter holds it
     back), so its caller can look up from a stalled replay. The batch goes on
-    being drawn, in a daemon thread (Reverb's Python sampler has no timeout),
-    and the next `sample` of that size takes it: no draw is lost.
+    being drawn by a daemon thread, one per batch size for the replay's life
+    (Reverb's Python sampler has no timeout), and the next `sample` of that
+    size takes it: no draw is lost.
 
     With `overlap` (both agents' learners; `per.agent.overlaps_acting` says
     when the one that acts itself may), the replay's work moves off its
     caller's path, as Acme's learners move it (a prefetching dataset, an
     asynchronous priority updater): as a batch is taken, the next one is drawn
-    and decoded in a daemon thread, and `update`'s priorities are written in
+    and decoded by that thread, and `update`'s priorities are written in
     order by another. TF's update releases the GIL, so both run while the
     caller learns. A sample may then predate the last three batches' priority
     updates (of one batch size, sampled alone), however slow the writes, not
@@ -467,7 +486,7 @@ class PrioritizedReplay:
         self._transitions = TransitionWriter(client, table_name, frame_stack, chunk_length)
         self._observation: tuple[tuple[int, ...], np.dtype] | None = None  # Of `add_transition`'s items.
         self._samplers: dict[int, Any] = {}  # Batch size -> Reverb's sampler.
-        self._draws: dict[int, _Draw] = {}  # Batch size -> the draw a timed-out `sample` left.
+        self._drawers: dict[int, _Drawer] = {}  # Batch size -> its drawing thread.
         self._inserted_at: dict[int, int] = {}
 
     def add(self, data: Sequence[Any]) -> None:
@@ -568,18 +587,18 @@ class PrioritizedReplay:
             self._samplers[batch_size] = self.client._client.NewSampler(self.table_name, UNLIMITED, batch_size)
         if self._sample_timeout_ms < 0 and not self._overlap:
             return _draw(self._samplers[batch_size], batch_size, self._decode)
-        if batch_size not in self._draws:
-            self._draws[batch_size] = _Draw(self._samplers[batch_size], batch_size, self._decode)
-        drawn = self._draws[batch_size].result(None if self._sample_timeout_ms < 0 else self._sample_timeout_ms / 1000)
-        if drawn is not None:
-            del self._draws[batch_size]
-            if self._overlap:
-                # The next batch is drawn while the caller learns from this one, once the priorities of
-                # every batch before the previous one are written (almost always long since), so that
-                # how far a sample predates the updates is bounded by batches, not by the writer's lag.
-                self._priority_writes.wait(self._written_before_draw)
-                self._written_before_draw = self._priority_writes.submitted
-                self._draws[batch_size] = _Draw(self._samplers[batch_size], batch_size, self._decode)
+        if batch_size not in self._drawers:
+            self._drawers[batch_size] = _Drawer(self._samplers[batch_size], batch_size, self._decode)
+        drawer = self._drawers[batch_size]
+        drawer.request()  # A no-op when a timed-out `sample` left one pending: this call waits on for that.
+        drawn = drawer.result(None if self._sample_timeout_ms < 0 else self._sample_timeout_ms / 1000)
+        if drawn is not None and self._overlap:
+            # The next batch is drawn while the caller learns from this one, once the priorities of
+            # every batch before the previous one are written (almost always long since), so that
+            # how far a sample predates the updates is bounded by batches, not by the writer's lag.
+            self._priority_writes.wait(self._written_before_draw)
+            self._written_before_draw = self._priority_writes.submitted
+            drawer.request()
         return drawn
 
     def _check_observations(self, observation: np.ndarray) -> None:
@@ -604,10 +623,13 @@ class PrioritizedReplay:
         """Stops sampling and writing (before the server stops).
 
         A draw a timed-out `sample` left, that the rate limiter still holds
-        back, is abandoned: its daemon thread ends with the process.
+        back, is abandoned: its drawing thread ends with the process. The
+        others end once their batch in flight is drawn.
         """
+        for drawer in self._drawers.values():
+            drawer.stop()
         self._samplers.clear()
-        self._draws.clear()
+        self._drawers.clear()
         if self._writer is not None:
             self._writer.close()
             self._writer = None

@@ -2,6 +2,7 @@
 
 import dataclasses
 import random
+import threading
 import time
 
 import numpy as np
@@ -229,6 +230,19 @@ def test_a_sampler_kept_open_across_samples_draws_p_alpha(make_replay, overlap):
     items = [buffer.sample(batch_size, beta=0.0).data[0][:, 0] for _ in range(DRAWS // batch_size)]
     assert len(buffer._samplers) == 2  # keys_by_item's and this one's, each reused.
     assert_frequencies_match(np.bincount(np.concatenate(items), minlength=n), expected_probabilities(config, td))
+
+
+def test_overlapped_batches_are_all_drawn_by_one_thread(make_replay, monkeypatch):
+    """One drawing thread for the replay's life: a thread started per batch cost a seventh of a MinAtar step."""
+    drawn_by = []
+    draw = replay._draw
+    monkeypatch.setattr(replay, "_draw", lambda *args: drawn_by.append(threading.get_native_id()) or draw(*args))
+    server, buffer = make_replay(replay.ReplayConfig(alpha=0.6, capacity=100), overlap=True)
+    fill(buffer, 12)
+    for _ in range(10):
+        buffer.sample(8, beta=0.0)
+    assert len(drawn_by) >= 10 and len(set(drawn_by)) == 1
+    assert threading.get_native_id() not in drawn_by  # Drawn off the caller's thread.
 
 
 def test_a_sample_predates_the_previous_batchs_update_by_at_most_one_batch(make_replay):
