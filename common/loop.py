@@ -61,6 +61,8 @@ class Learner(Protocol):
 
     # Optional: `summary() -> dict[str, float]`, numbers of the agent's own for
     # final.json (IMPALA: its policy lag); agents without any leave it out.
+    # Optional: `before_save()`, called before each checkpoint after the first
+    # (PER: counters it keeps in Python between checkpoints, into their variables).
 
 
 class Actors(Protocol):
@@ -111,6 +113,7 @@ def run(
     last_checkpoint = time.monotonic()
 
     def save() -> None:
+        getattr(learner, "before_save", lambda: None)()
         manager.save(checkpoint_number=learner.steps)
         learner.save_extra()
         record.update(learner.frames)  # A resume's budget may not fall below it (`common.launch`).

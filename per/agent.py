@@ -305,6 +305,9 @@ class PrioritizedDqn:
             "beta": round(self.learner.beta(), 4),
         }
 
+    def before_save(self) -> None:
+        self.learner.sync_counters()
+
     def save_extra(self) -> None:
         """Reverb's tables, into RUN_DIR/replay (the server's checkpointer), with every transition added."""
         self.replay.flush()

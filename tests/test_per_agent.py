@@ -340,6 +340,7 @@ def test_checkpoint_round_trip_keeps_networks_schedules_and_the_replay(make_agen
     for _ in range(steps):
         first.step()
     stored = steps * TOY.update_period
+    first.before_save()  # As `common.loop` saves: before_save, the checkpoint, save_extra.
     saved = tf.train.Checkpoint(**first.state()).save(str(tmp_path / "ckpt"))
     first.save_extra()
     expected = {
