@@ -337,7 +337,6 @@ class DqnAgent(PrioritizedDqn):
             for stream, transition in enumerate(transitions):
                 self.replay.add_transition(transition, stream)
             episodes += ended
-        # Counted once per act(): a variable's update costs about as much as a small network's forward pass.
         self.learner.count_agent_steps(self.config.update_period)
         self._items = min(self._items + self.config.update_period, self.config.replay_capacity)
         return episodes

@@ -49,6 +49,7 @@ class Learner(tf.Module):
             epsilon=config.rmsprop_epsilon, momentum=config.rmsprop_momentum, centered=config.rmsprop_centered,
         )  # fmt: skip
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps")  # Updates.
+        # Behind `agent_step_count` between checkpoints: `sync_counters` sets it before each.
         self.agent_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="agent_steps")
         self.target_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="target_updates")
         # Epsilon over a fixed number of agent steps (tuned DDQN: 1M), whatever the budget.
@@ -61,6 +62,7 @@ class Learner(tf.Module):
         self._compiled = None
         self._frames_per_step = config.frames_per_step
         self.copy_to_target()
+        self.step_count, self.agent_step_count = 0, 0
         self._mirrored = False
 
     def restored(self) -> None:
@@ -77,8 +79,8 @@ class Learner(tf.Module):
         self._epsilon, self._beta = self.epsilon_schedule.frozen(), self.beta_schedule.frozen()
 
     def count_agent_steps(self, n: int) -> None:
-        # Python only, the variable follows before each checkpoint (`sync_counters`): an assign per
-        # act() cost about 6% of a MinAtar agent step.
+        # Python only, the variable follows before each checkpoint (`sync_counters`): an eager
+        # assign per act() cost about 25 us, a percent or so of a MinAtar agent step.
         self.agent_step_count += n
 
     def sync_counters(self) -> None:

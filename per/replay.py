@@ -330,15 +330,18 @@ class _Drawer:
     """Batches drawn and decoded one at a time, on request, by one daemon thread, so that the caller can stop
     waiting for a batch, or work meanwhile.
 
-    The thread lives as long as the replay: starting one per batch cost about a seventh of a MinAtar
-    agent step (the start waits for the new thread to take the GIL).
+    The thread lives until `stop` (the replay's `close`), and keeps the sampler and the replay alive
+    until then: starting one per batch cost about a seventh of a MinAtar agent step (the start waits
+    for the new thread to take the GIL). A draw that fails raises in the caller's thread once; the
+    next request draws again.
     """
 
     def __init__(self, sampler: Any, batch_size: int, decode: Callable[[list[list[np.ndarray]]], _Drawn]):
         self._requests: queue.SimpleQueue[bool] = queue.SimpleQueue()
         self._results: queue.SimpleQueue[_Drawn | Exception] = queue.SimpleQueue()
         self.pending = False  # A batch is requested and not yet taken.
-        threading.Thread(target=self._run, args=(sampler, batch_size, decode), daemon=True).start()
+        self.thread = threading.Thread(target=self._run, args=(sampler, batch_size, decode), daemon=True)
+        self.thread.start()
 
     def _run(self, sampler: Any, batch_size: int, decode: Callable[[list[list[np.ndarray]]], _Drawn]) -> None:
         while self._requests.get():
@@ -590,7 +593,7 @@ class PrioritizedReplay:
         if batch_size not in self._drawers:
             self._drawers[batch_size] = _Drawer(self._samplers[batch_size], batch_size, self._decode)
         drawer = self._drawers[batch_size]
-        drawer.request()  # A no-op when a timed-out `sample` left one pending: this call waits on for that.
+        drawer.request()  # A no-op when one is pending (drawn ahead, or left by a timed-out `sample`).
         drawn = drawer.result(None if self._sample_timeout_ms < 0 else self._sample_timeout_ms / 1000)
         if drawn is not None and self._overlap:
             # The next batch is drawn while the caller learns from this one, once the priorities of
@@ -622,9 +625,10 @@ class PrioritizedReplay:
     def close(self) -> None:
         """Stops sampling and writing (before the server stops).
 
-        A draw a timed-out `sample` left, that the rate limiter still holds
-        back, is abandoned: its drawing thread ends with the process. The
-        others end once their batch in flight is drawn.
+        A draw the rate limiter still holds back (left by a timed-out
+        `sample`, or drawn ahead with `overlap`) is abandoned: its thread ends
+        with the process. The other drawing threads end once their batch in
+        flight is drawn.
         """
         for drawer in self._drawers.values():
             drawer.stop()

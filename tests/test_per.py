@@ -245,6 +245,32 @@ def test_overlapped_batches_are_all_drawn_by_one_thread(make_replay, monkeypatch
     assert threading.get_native_id() not in drawn_by  # Drawn off the caller's thread.
 
 
+def test_a_draw_that_fails_raises_in_the_callers_thread_and_the_next_sample_draws_again(make_replay, monkeypatch):
+    draw, failures = replay._draw, [RuntimeError("the sampler failed")]
+
+    def fail_once(*args):
+        if failures:
+            raise failures.pop()
+        return draw(*args)
+
+    monkeypatch.setattr(replay, "_draw", fail_once)
+    server, buffer = make_replay(replay.ReplayConfig(alpha=0.6, capacity=100), overlap=True)
+    fill(buffer, 12)
+    with pytest.raises(RuntimeError, match="the sampler failed"):
+        buffer.sample(8, beta=0.0)
+    assert len(buffer.sample(8, beta=0.0).keys) == 8
+
+
+def test_close_ends_the_drawing_threads(make_replay):
+    server, buffer = make_replay(replay.ReplayConfig(alpha=0.6, capacity=100), overlap=True)
+    fill(buffer, 12)
+    buffer.sample(8, beta=0.0)  # Its thread draws the next batch, which the table allows at once.
+    (drawer,) = buffer._drawers.values()
+    buffer.close()
+    drawer.thread.join(timeout=10)
+    assert not drawer.thread.is_alive()
+
+
 def test_a_sample_predates_the_previous_batchs_update_by_at_most_one_batch(make_replay):
     """The sampler may draw batch n+1 as batch n is taken, before its update; batch n+2 sees that update."""
     n, batch_size = 8, 16

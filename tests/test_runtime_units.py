@@ -281,6 +281,38 @@ def test_loop_trains_to_the_budget_and_resumes_with_its_statistics(tmp_path):
     assert final["wall_time_s"] == pytest.approx(sum(s["wall_time_s"] for s in provenance["segments"]), abs=0.2)
 
 
+class LazyLearner(ScriptedLearner):
+    """Counts its steps in Python and writes the variable only in `before_save` (as PER's agent-step count)."""
+
+    def __init__(self):
+        super().__init__()
+        self.count, self.before_saves = None, 0
+
+    frames = property(lambda self: (int(self.counter.numpy()) if self.count is None else self.count) * 10)
+    steps = property(lambda self: int(self.counter.numpy()) if self.count is None else self.count)
+
+    def start(self):
+        super().start()
+        self.count = int(self.counter.numpy())
+
+    def step(self):
+        self.count += 1
+        return loop.Step({"loss": 1.0}, [(float(self.count), 1)])
+
+    def before_save(self):
+        self.before_saves += 1
+        self.counter.assign(self.count)
+
+
+def test_the_loop_calls_before_save_before_each_checkpoint_it_resumes_from(tmp_path):
+    first = LazyLearner()
+    assert run_loop(tmp_path, first, total_frames=50) == 0
+    assert first.before_saves >= 1  # Not for checkpoint 0: nothing has run yet.
+    resumed = LazyLearner()
+    assert run_loop(tmp_path, resumed, total_frames=100) == 0
+    assert resumed.steps == 10  # Restored at step 5 (written by before_save), then 5 more.
+
+
 class SignalledLearner(ScriptedLearner):
     """Sends its own process `signum` at step 3, as Ctrl-C or `kill` would mid-run."""
 
