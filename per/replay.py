@@ -330,10 +330,10 @@ class _Drawer:
     """Batches drawn and decoded one at a time, on request, by one daemon thread, so that the caller can stop
     waiting for a batch, or work meanwhile.
 
-    The thread lives until `stop` (the replay's `close`), and keeps the sampler and the replay alive
-    until then: starting one per batch cost about a seventh of a MinAtar agent step (the start waits
-    for the new thread to take the GIL). A draw that fails raises in the caller's thread once; the
-    next request draws again.
+    One thread for the replay's life, because starting one per batch cost about a seventh of a
+    MinAtar agent step (the start waits for the new thread to take the GIL). It lives until `stop`
+    (the replay's `close`) and keeps the sampler and the replay alive until then. A draw that
+    fails raises in the caller's thread once; the next request draws again.
     """
 
     def __init__(self, sampler: Any, batch_size: int, decode: Callable[[list[list[np.ndarray]]], _Drawn]):
