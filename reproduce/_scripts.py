@@ -32,7 +32,7 @@ EXPECTED_S = {
     "reproduce.per.atari": (136, 28_000),
     "reproduce.per.cliffwalk": (9, 635),
     # Full: 15 runs at one update per step, about 5,800 s each: this study's proportional Asterix ran
-    # at that rate (results/per/full/minatar_runs; its runs took 5,767-8,110 s, part of it beside other work).
+    # at that rate (results/per/full/minatar_runs; its runs took 5,767-10,302 s, part of it beside other work).
     "reproduce.per.minatar": (105, 87_000),
     "reproduce.scores.published_tables": (1, 5),
 }
