@@ -161,16 +161,24 @@ def test_the_step_size_study_sets_the_small_step_beside_all_three_variants():
     rows = minatar.table_rows(chosen, {"breakout": 10.3}, minatar.STEP_CURVES)
     assert [r["variant"] for r in rows] == ["uniform", "uniform_small_step", "rank", "proportional"]
     assert minatar.side_summaries(runs[:1] + runs[2:], minatar.STEP_ARMS, minatar.STEP_CURVES) == []
-    # (8 - 5) / (7 - 5) of the gap to rank, (8 - 5) / (9 - 5) of proportional's.
+    # (8 - 5) / (7 - 5) of the way to rank, (8 - 5) / (9 - 5) of the way to proportional.
     shares = minatar.step_shares(rows)
     assert shares[-1] == (
-        "- breakout, seed 0, 2,000,000 frames: the smaller step closes 150% of its gap to rank (5.00 -> 7.00); "
-        "75% of its gap to proportional (5.00 -> 9.00)."
+        "- breakout, seed 0, 2,000,000 frames: the smaller step (8.00) moves uniform 150% of the way to rank "
+        "(5.00 -> 7.00); 75% of the way to proportional (5.00 -> 9.00)."
     )
     text = minatar.side_markdown("the step size", minatar.STEP_TEXT, rows, "full", shares)
     assert text.endswith(shares[-1] + "\n")
-    behind = [{**r, "last100": 4.0} if r["variant"] == "rank" else r for r in rows]  # No lead: no share.
-    assert "gap to rank" not in minatar.step_shares(behind)[-1]
+    # A variant below uniform (Asterix's): the share of its deficit, (4.5 - 5) / (3 - 5); one equal to
+    # uniform has no gap to share.
+    behind = [
+        {**r, "last100": {"uniform_small_step": 4.5, "rank": 3.0, "proportional": 5.0}.get(r["variant"], r["last100"])}
+        for r in rows
+    ]
+    assert minatar.step_shares(behind)[-1] == (
+        "- breakout, seed 0, 2,000,000 frames: the smaller step (4.50) moves uniform 25% of the way to rank "
+        "(5.00 -> 3.00)."
+    )
     assert minatar.step_shares(rows[:1] + rows[2:]) == []  # No small-step run: nothing to say.
 
 

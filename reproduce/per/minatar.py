@@ -342,7 +342,7 @@ STEP_TEXT = (
     "step size of `rank` and `proportional` (PER App. B.2.2 divides it by 4 with prioritization). Everything",
     "else is the preset's. `last100`: the mean return of the last 100 training episodes, Y&T's statistic;",
     "their DQN is shown at its budget of 5M frames. One seed per arm: how much of the prioritized variants'",
-    "lead over uniform in minatar.md the smaller step alone gives, not a measurement of its size.",
+    "gap to uniform in minatar.md, a lead or a deficit, the smaller step alone gives, not a measurement of it.",
 )
 
 
@@ -367,10 +367,12 @@ def side_markdown(title: str, text: tuple[str, ...], rows: list[dict], profile: 
 
 
 def step_shares(rows: list[dict]) -> list[str]:
-    """The step-size study's summary: how much of uniform's gap to each prioritized variant the smaller step closes.
+    """The step-size study's summary: how far the smaller step alone moves uniform towards each prioritized variant.
 
     Per game, seed and budget, (uniform_small_step - uniform) / (variant - uniform)
-    of the last100 scores, for each variant that leads uniform.
+    of the last100 scores, for each variant that scores differently from
+    uniform: a lead (the smaller step may explain a prioritized variant's gain)
+    or a deficit (it may explain its loss) alike.
     """
     score = {(r["game"], r["seed"], r["frames"], r["variant"]): r["last100"] for r in rows}
     lines = []
@@ -379,18 +381,22 @@ def step_shares(rows: list[dict]) -> list[str]:
         if uniform is None or small is None:
             continue
         shares = [
-            f"{(small - uniform) / (lead - uniform):.0%} of its gap to {variant} ({uniform:.2f} -> {lead:.2f})"
+            f"{(small - uniform) / (other - uniform):.0%} of the way to {variant} ({uniform:.2f} -> {other:.2f})"
             for variant in ("rank", "proportional")
-            if (lead := score.get((game, seed, frames, variant))) is not None and lead > uniform
+            if (other := score.get((game, seed, frames, variant))) is not None and other != uniform
         ]
         if shares:
-            lines.append(f"- {game}, seed {seed}, {frames:,} frames: the smaller step closes {'; '.join(shares)}.")
+            lines.append(
+                f"- {game}, seed {seed}, {frames:,} frames: the smaller step ({small:.2f}) moves uniform "
+                f"{'; '.join(shares)}."
+            )
     if not lines:
         return []
     return [
-        "The share of uniform's gap to a prioritized variant that uniform replay at the variant's step size",
-        "closes, (uniform_small_step - uniform) / (variant - uniform); over 100%: the smaller step alone",
-        "outscores the variant.",
+        "How far uniform replay at the prioritized variants' step size moves uniform's score towards each",
+        "variant's, above or below it: (uniform_small_step - uniform) / (variant - uniform). Near 100%: the",
+        "smaller step alone scores as the variant does; near 0%: the step size does not explain the gap;",
+        "over 100%: the smaller step goes past the variant; negative: it moves the other way.",
         "",
         *lines,
     ]
