@@ -13,7 +13,11 @@ this shared machine):
 2. `learner`: `per.learner.Learner.update` alone on one fixed minibatch of the
    env's transitions, in updates/s; times `update_period`, the agent steps/s
    it could serve at PER's replay ratio;
-3. end to end, for uniform, rank-based and proportional replay (the env
+3. `acting`, at each `--envs_per_actor` count: what the actor does without a
+   learner, the epsilon-greedy policy's forward pass, the env step and the
+   replay's inserts (into a table of the same kind that nothing samples, so no
+   rate limiter holds it back), in agent steps/s;
+4. end to end, for uniform, rank-based and proportional replay (the env
    family's Double DQN presets): the learner acting itself (`--actors 0`,
    `DqnAgent`), and with one actor process (`--actors 1`: `ApexAgent`, the
    actor started by `common.launch.ActorSupervisor` as training starts it).
@@ -38,7 +42,11 @@ process has the preset's TF threads (`learner_threads`), as training's.
 
 Reported: rank-based's cost over proportional (agent steps/s; target <= 5%),
 and each end-to-end rate against 1/(1/env + 1/(learner x update_period)), the
-rate of acting then learning with nothing else (target >= 80%).
+rate of stepping the env then learning with nothing else (target >= 80%). The
+bound counts neither the policy nor the inserts, so each rate is also set
+against 1/(1/acting + 1/(learner x update_period)) at its envs per actor: what
+acting and learning in turn allow, leaving sampling, priority writes and the
+processes' contention as the rest of the gap.
 
 Results: stdout and results/per/benchmarks/agent.{csv,md} (the medians),
 agent_runs.csv (every round's rows), provenance beside them (other envs:
@@ -64,6 +72,7 @@ from common import config as config_lib
 from common.errors import UsageError
 from common.results import output_dir, write_csv
 from common.reverb import server as reverb_server
+from common.reverb import tables
 from per import agent, networks
 from per.actor import Actor
 from per.config import PRESETS, PerConfig
@@ -145,6 +154,47 @@ def learner_rate(config: PerConfig, seconds: float) -> dict:
     return {"updates_per_s": updates / (time.perf_counter() - start)}
 
 
+def acting_rate(config: PerConfig, seconds: float) -> dict:
+    """Agent steps/s of acting alone: `Actor.step` at the fixed epsilon and every transition's insert, no learner.
+
+    The table is the replay's, prioritized with the preset's exponent, but
+    limited by its size alone: with nothing sampling, the replay ratio's
+    limiter would block the inserts.
+    """
+    table = tables.prioritized_replay(
+        agent.REPLAY_TABLE, config.replay_capacity, config.replay_config.selector_exponent
+    )
+    server = reverb_server.make_server([table])
+    client = reverb.Client(f"localhost:{server.port}")
+    replay = agent.make_replay(config, client)
+    space, num_actions = agent.spaces(config)
+    network = networks.make(config, space, num_actions, name="q_network")
+    env = envs.make_batched(config.env, config.envs_per_actor, seed=0, **dict(config.env_options))
+    actor = Actor(network, env, seed=0)
+
+    def act_for(seconds: float) -> int:
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            transitions, _ = actor.step(config.epsilon_end)
+            for stream, transition in enumerate(transitions):
+                replay.add_transition(transition, stream)
+            steps += len(transitions)
+        return steps
+
+    warmup = act_for(min(1.0, seconds))  # Traces the policy and opens the writers.
+    start = time.perf_counter()
+    steps = act_for(seconds)
+    elapsed = time.perf_counter() - start
+    replay.flush()
+    stored = client.server_info()[agent.REPLAY_TABLE].current_size
+    if stored != min(warmup + steps, config.replay_capacity):  # The rate counts transitions the table holds.
+        raise RuntimeError(f"acting stepped {warmup + steps:,} transitions, the table holds {stored:,}")
+    replay.close()
+    env.close()
+    server.stop()
+    return {"agent_steps_per_s": steps / elapsed}
+
+
 def learn_for(learner: agent.PrioritizedDqn, seconds: float) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -223,6 +273,10 @@ def measure_all(
         learner = in_fresh_process(learner_rate, base, alone_s)
         learner["agent_steps_per_s"] = learner["updates_per_s"] * base.update_period
         rows.append({"measurement": "learner", "run": run, **learner})
+        for n in envs_per_actor:
+            config = benchmark_config(env, "proportional", min_replay_size, n)
+            rows.append({"measurement": "acting", "run": run, "envs_per_actor": n,
+                         **in_fresh_process(acting_rate, config, alone_s)})  # fmt: skip
         for n, actors, variant in itertools.product(envs_per_actor, (0, 1), VARIANTS):
             config = dataclasses.replace(benchmark_config(env, variant, min_replay_size, n), num_actors=actors)
             row = in_fresh_process(end_to_end, config, warmup_s, seconds)
@@ -239,7 +293,8 @@ def medians(runs: list[dict]) -> list[dict]:
     """One row per measurement and layout: each rate's median over the runs, agent steps/s' range beside it.
 
     `of_bound` is the median end-to-end rate against the bound from the
-    median env and learner rates.
+    median env and learner rates; `of_acting_bound` against the bound from
+    the median acting rate at the row's envs per actor and the learner's.
     """
     groups: dict[tuple, list[dict]] = {}
     for row in runs:
@@ -252,11 +307,21 @@ def medians(runs: list[dict]) -> list[dict]:
         rates = [r["agent_steps_per_s"] for r in group]
         row["agent_steps_per_s_min"], row["agent_steps_per_s_max"], row["runs"] = min(rates), max(rates), len(group)
         rows.append(row)
-    env, learner = rows[0], rows[1]
-    bound = 1 / (1 / env["agent_steps_per_s"] + 1 / learner["agent_steps_per_s"])
+    env, learner = (next(r for r in rows if r["measurement"] == name) for name in ("env", "learner"))
+    bound = serial_bound(env, learner)
+    acting = {r["envs_per_actor"]: r for r in rows if r["measurement"] == "acting"}
     for row in rows:
-        row["of_bound"] = row["agent_steps_per_s"] / bound if row["measurement"] == "end_to_end" else ""
+        end = row["measurement"] == "end_to_end"
+        row["of_bound"] = row["agent_steps_per_s"] / bound if end else ""
+        row["of_acting_bound"] = (
+            row["agent_steps_per_s"] / serial_bound(acting[row["envs_per_actor"]], learner) if end else ""
+        )
     return [{k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()} for row in rows]
+
+
+def serial_bound(first: dict, learner: dict) -> float:
+    """1/(1/first + 1/learner) agent steps/s: doing `first`'s work, then the learner's, with nothing else."""
+    return 1 / (1 / first["agent_steps_per_s"] + 1 / learner["agent_steps_per_s"])
 
 
 def run_rows(runs: list[dict]) -> list[dict]:
@@ -283,10 +348,12 @@ def rate_range(row: dict) -> str:
 
 
 def markdown(rows: list[dict], config: PerConfig, seconds: float, load: tuple, wall_time_s: float, stem: str) -> str:
-    """The report from `medians`' rows (env, learner, then the end-to-end rows)."""
-    env, learner, *ends = rows
+    """The report from `medians`' rows (env, learner, acting at each envs count, then the end-to-end rows)."""
+    env, learner = (next(r for r in rows if r["measurement"] == name) for name in ("env", "learner"))
+    acting = [r for r in rows if r["measurement"] == "acting"]
+    ends = [r for r in rows if r["measurement"] == "end_to_end"]
     runs = env.get("runs", 1)
-    bound = 1 / (1 / env["agent_steps_per_s"] + 1 / learner["agent_steps_per_s"])
+    bound = serial_bound(env, learner)
     machine = provenance.machine()
     lines = [
         f"# PER agent throughput ({config.env}, benchmark scale, {machine['cores']} CPU cores)",
@@ -311,19 +378,28 @@ def markdown(rows: list[dict], config: PerConfig, seconds: float, load: tuple, w
         f"- learner update alone: {learner['updates_per_s']:,.1f} updates/s = {learner['agent_steps_per_s']:,.0f} "
         f"agent steps/s at {config.update_period} agent steps per update {rate_range(learner)}",
         f"- bound 1/(1/env + 1/learner): {bound:,.0f} agent steps/s",
+    ]
+    counts = sorted({r["envs_per_actor"] for r in ends})
+    for r in acting:
+        lines.append(
+            f"- acting alone{envs_label(r['envs_per_actor'], counts)} (the policy's forward pass, the env, the "
+            f"replay's inserts): {r['agent_steps_per_s']:,.0f} agent steps/s{(' ' + rate_range(r)).rstrip()}; "
+            f"acting bound 1/(1/acting + 1/learner): {serial_bound(r, learner):,.0f}"
+        )
+    lines += [
         "",
         "| replay | actor processes | envs/actor | agent steps/s | range | updates/s | bytes/transition "
-        "| tracker B/item | of bound |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| tracker B/item | of bound | of acting bound |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in ends:
         lines.append(
             f"| {r['replay']} | {r['actors']} | {r['envs_per_actor']} | {r['agent_steps_per_s']:,.0f} "
             f"| {rate_range(r)} | {r['updates_per_s']:,.1f} "
-            f"| {r['bytes_per_transition']:,.0f} | {r['rank_tracker_bytes_per_item']:,.0f} | {r['of_bound']:.0%} |"
+            f"| {r['bytes_per_transition']:,.0f} | {r['rank_tracker_bytes_per_item']:,.0f} | {r['of_bound']:.0%} "
+            f"| {r['of_acting_bound']:.0%} |"
         )
     lines.append("")
-    counts = sorted({r["envs_per_actor"] for r in ends})
     for n, actors in itertools.product(counts, (0, 1)):
         overhead = rank_overhead(ends, actors, n)
         verdict = "meets" if overhead <= RANK_OVERHEAD_TARGET else "misses"
@@ -337,7 +413,8 @@ def markdown(rows: list[dict], config: PerConfig, seconds: float, load: tuple, w
         lines.append(
             f"- {variant}{envs_label(n, counts)}: one actor process runs "
             f"{split['agent_steps_per_s'] / single['agent_steps_per_s']:.2f}x the single process's agent steps/s; "
-            f"of the bound {single['of_bound']:.0%} and {split['of_bound']:.0%} (target >= {BOUND_TARGET:.0%})."
+            f"of the bound {single['of_bound']:.0%} and {split['of_bound']:.0%} (target >= {BOUND_TARGET:.0%}); "
+            f"of the acting bound {single['of_acting_bound']:.0%} and {split['of_acting_bound']:.0%}."
         )
     lines += ["", f"Wall time {wall_time_s:.0f} s.", ""]
     return "\n".join(lines)

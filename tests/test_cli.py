@@ -172,12 +172,15 @@ import itertools
 from per import benchmark_agent as b
 rows = [{"measurement": "env", "agent_steps_per_s": 1000.0}, {"measurement": "learner", "updates_per_s": 250.0,
         "agent_steps_per_s": 1000.0}]
+acting = {1: 3000.0, 4: 4000.0}  # Acting bounds 750 and 800 agent steps/s.
+rows += [{"measurement": "acting", "envs_per_actor": n, "agent_steps_per_s": rate} for n, rate in acting.items()]
 rate = {"uniform": 300.0, "rank": 285.0, "proportional": 300.0}
 for n, actors, replay in itertools.product((1, 4), (0, 1), rate):
     steps = rate[replay] * n * (1 + actors) * (0.95 if (replay, n) == ("rank", 4) else 1.0)
     rows.append({"measurement": "end_to_end", "replay": replay, "actors": actors, "envs_per_actor": n,
                  "agent_steps_per_s": steps, "updates_per_s": steps / 4, "bytes_per_transition": 1000.0,
-                 "rank_tracker_bytes_per_item": 0.0, "of_bound": steps / 500})
+                 "rank_tracker_bytes_per_item": 0.0, "of_bound": steps / 500,
+                 "of_acting_bound": steps / (1 / (1 / acting[n] + 1 / 1000.0))})
 print(b.markdown(rows, b.benchmark_config("minatar:breakout", "proportional", 2000), 15, (0.1, 0.2), 60, "agent"))
 """
 
@@ -186,10 +189,34 @@ def test_the_agent_benchmark_reports_each_envs_count_apart():
     result = run(sys.executable, "-c", BENCHMARK_REPORT)
     assert result.returncode == 0, result.stderr
     report = result.stdout
-    assert "| rank | 1 | 4 | 2,166 |  | 541.5 | 1,000 | 0 | 433% |" in report  # 285 x 4 envs x 2 processes x 0.95.
+    # 285 x 4 envs x 2 processes x 0.95 = 2,166: 433% of the bound (500), 271% of the acting bound (800).
+    assert "| rank | 1 | 4 | 2,166 |  | 541.5 | 1,000 | 0 | 433% | 271% |" in report
+    assert (
+        "- acting alone, 4 env(s) per actor (the policy's forward pass, the env, the replay's inserts): "
+        "4,000 agent steps/s; acting bound 1/(1/acting + 1/learner): 800\n"
+    ) in report
     for n, cost in ((1, "5.0%"), (4, "9.8%")):
         assert f"- 0 actor process(es), {n} env(s) per actor: rank-based costs {cost} of proportional's" in report
         assert f"- uniform, {n} env(s) per actor: one actor process runs 2.00x the single process's" in report
+    # Uniform at 1 env: 300 and 600 agent steps/s, against the bound of 500 and the acting bound of 750.
+    assert "of the bound 60% and 120% (target >= 80%); of the acting bound 40% and 80%." in report
+
+
+ACTING_ALONE = """
+from common import launch
+from per import benchmark_agent as b
+config = b.benchmark_config("minatar:breakout", "rank", 2000, 4)
+launch.use_threads(config.learner_threads)
+print(b.acting_rate(config, 0.5)["agent_steps_per_s"])
+"""
+
+
+def test_acting_alone_stores_every_transition_it_times():
+    # `acting_rate` checks the table's size against the transitions it stepped (and raises if they differ):
+    # with the replay ratio's limiter, nothing sampling would have blocked the inserts instead.
+    result = run(sys.executable, "-c", ACTING_ALONE)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert float(result.stdout.split()[-1]) > 0
 
 
 def test_the_agent_benchmark_reports_each_rates_median_over_the_rounds_and_its_range(tmp_path):
@@ -205,11 +232,12 @@ def test_the_agent_benchmark_reports_each_rates_median_over_the_rounds_and_its_r
         runs += [
             {"measurement": "env", "run": run, "agent_steps_per_s": env},
             {"measurement": "learner", "run": run, "updates_per_s": learner / 4, "agent_steps_per_s": learner},
+            {"measurement": "acting", "run": run, "envs_per_actor": 4, "agent_steps_per_s": 1200.0 - 100 * run},
             {"measurement": "end_to_end", "run": run, "replay": "uniform", "actors": 1, "envs_per_actor": 4,
              "agent_steps_per_s": end, "updates_per_s": end / 4, "bytes_per_transition": 1000.0 + run,
              "rank_tracker_bytes_per_item": 0.0},
         ]  # fmt: skip
-    env, learner, end = b.medians(runs)
+    env, learner, acting, end = b.medians(runs)
     assert (env["agent_steps_per_s"], learner["agent_steps_per_s"], learner["updates_per_s"]) == (2000, 600, 150)
     assert (end["agent_steps_per_s"], end["updates_per_s"], end["bytes_per_transition"], end["runs"]) == (
         200,
@@ -219,6 +247,8 @@ def test_the_agent_benchmark_reports_each_rates_median_over_the_rounds_and_its_r
     )
     assert (end["agent_steps_per_s_min"], end["agent_steps_per_s_max"]) == (100, 300)
     assert end["of_bound"] == pytest.approx(200 / (1 / (1 / 2000 + 1 / 600)), abs=1e-3)  # The medians' bound.
+    assert acting["agent_steps_per_s"] == 1100 and acting["of_acting_bound"] == ""
+    assert end["of_acting_bound"] == pytest.approx(200 / (1 / (1 / 1100 + 1 / 600)), abs=1e-3)
     assert b.rate_range(end) == "100–300" and b.rate_range({"agent_steps_per_s": 1.0}) == ""
     for rows, name in ((b.medians(runs), "medians.csv"), (b.run_rows(runs), "runs.csv")):  # Same columns in each row.
         write_csv(tmp_path / name, rows)
