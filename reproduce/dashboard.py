@@ -348,6 +348,9 @@ def per_agent_benchmark(base: pathlib.Path) -> Cells:
     if bound_target:
         met = max(of_bound) >= int(bound_target.group(1)) / 100
         parts[0] += f" (target ≥ {bound_target.group(1)}%: {'met' if met else 'missed'})"
+    of_acting = [float(r["of_acting_bound"]) for r in ends if r.get("of_acting_bound")]  # Since 23c1bd4.
+    if of_acting:
+        parts[0] += f", {min(of_acting):.0%}–{max(of_acting):.0%} of acting then learning"
     costs = re.findall(
         r"- (\d+) actor process\(es\)(?:, (\d+) env\(s\) per actor)?: rank-based costs (-?[\d.]+%) of "
         r"proportional's agent steps/s "

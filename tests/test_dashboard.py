@@ -232,3 +232,22 @@ def test_learning_check_headline_reads_the_csv_the_check_writes(tmp_path):
         "committed 21.00 within ours 20.00 ± 2 × 2.83 (last-100; seeds 18.00–22.00); "
         "the curve within at 5 of 5 checkpoints"
     )
+
+
+def test_per_agent_benchmark_sets_end_to_end_against_both_bounds_when_the_report_has_acting(tmp_path):
+    header = "measurement,replay,actors,envs_per_actor,agent_steps_per_s,of_bound,of_acting_bound\n"
+    rows = "env,,,,1000,,\nlearner,,,,500,,\nacting,,,1,400,,\n"
+    ends = "end_to_end,uniform,0,1,150,0.45,0.68\nend_to_end,rank,1,1,200,0.6,0.9\n"
+    write(tmp_path / "per/benchmarks/agent.csv", header + rows + ends)
+    write(tmp_path / "per/benchmarks/agent.md", "of the bound 45% and 60% (target >= 80%).\n")
+    write(tmp_path / "per/benchmarks/agent.provenance.json", record("a" * 40))
+    headline, _, _ = dashboard.cells(study("per/benchmarks/agent"), tmp_path)
+    assert headline == (
+        "end to end up to 200 agent steps/s (rank, 1 actor process, 1 env(s) each), 45%–60% of the env+learner "
+        "bound (target ≥ 80%: missed), 68%–90% of acting then learning"
+    )
+    # A report from before the acting row (Atari Pong's): the bound alone.
+    before = "".join(line.rsplit(",", 1)[0] + "\n" for line in (header + ends).splitlines())
+    write(tmp_path / "per/benchmarks/agent.csv", before)
+    headline, _, _ = dashboard.cells(study("per/benchmarks/agent"), tmp_path)
+    assert headline.endswith("(target ≥ 80%: missed)")
