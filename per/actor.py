@@ -82,6 +82,12 @@ class Actor:
         return transitions, episodes
 
 
+def store(replay: PrioritizedReplay, transitions: list[Transition]) -> None:
+    """One `Actor.step`'s transitions into `replay`, env i's into stream i (its frames are written once)."""
+    for stream, transition in enumerate(transitions):
+        replay.add_transition(transition, stream)
+
+
 class Broadcast(NamedTuple):
     """What the learner publishes for its actors beside the online network's weights."""
 
@@ -141,8 +147,7 @@ class ApexActor:
                 self._replay.max_priority = self.broadcast.max_priority
                 since_copy = 0
             transitions, ended = self._actor.step(self.broadcast.epsilon)
-            for stream, transition in enumerate(transitions):
-                self._replay.add_transition(transition, stream)
+            store(self._replay, transitions)
             for episode in ended:
                 self._episodes.append([np.array(episode, np.float64)])
                 self._episodes.create_item(self._episodes_table, 1.0, [self._episodes.history[0][-1:]])

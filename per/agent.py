@@ -61,7 +61,7 @@ from common.errors import UsageError
 from common.networks import check_fits_env
 from common.reverb import tables
 from per import networks, td_errors
-from per.actor import Actor, ApexActor, Broadcast, publish, read_episodes
+from per.actor import Actor, ApexActor, Broadcast, publish, read_episodes, store
 from per.config import PerConfig
 from per.learner import FIELDS, Learner
 from per.replay import CHUNK_LENGTH, PrioritizedReplay
@@ -334,8 +334,7 @@ class DqnAgent(PrioritizedDqn):
         epsilon = self.learner.epsilon()  # Held for the update_period agent steps before an update.
         for _ in range(self.config.update_period // self.config.envs_per_actor):
             transitions, ended = self.actor.step(epsilon)
-            for stream, transition in enumerate(transitions):
-                self.replay.add_transition(transition, stream)
+            store(self.replay, transitions)
             episodes += ended
         self.learner.count_agent_steps(self.config.update_period)
         self._items = min(self._items + self.config.update_period, self.config.replay_capacity)

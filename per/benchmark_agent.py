@@ -74,7 +74,7 @@ from common.results import output_dir, write_csv
 from common.reverb import server as reverb_server
 from common.reverb import tables
 from per import agent, networks
-from per.actor import Actor
+from per.actor import Actor, store
 from per.config import PRESETS, PerConfig
 from per.learner import FIELDS, Learner
 
@@ -176,8 +176,7 @@ def acting_rate(config: PerConfig, seconds: float) -> dict:
         steps, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
             transitions, _ = actor.step(config.epsilon_end)
-            for stream, transition in enumerate(transitions):
-                replay.add_transition(transition, stream)
+            store(replay, transitions)
             steps += len(transitions)
         return steps
 
