@@ -64,6 +64,27 @@ def machine() -> dict[str, Any]:
     }
 
 
+# A 1-minute load average below this when a benchmark starts: nothing else was
+# running then (the average still holds a decaying trace of work that ended in the
+# last few minutes, so a busy start may also be such a trace).
+QUIET_LOAD = 0.5
+
+
+def describe_load(start: float, end: float) -> str:
+    """A benchmark report's sentence on the 1-minute load average at its start and end.
+
+    The end's load counts the benchmark's own processes; only the start's
+    tells whether other work shared the machine.
+    """
+    head = f"Load average (1 min) at start {start:.1f}, at end {end:.1f}, on {os.cpu_count()} cores"
+    if start < QUIET_LOAD:
+        return f"{head}: nothing else ran at the start; the end's load counts the benchmark's own processes."
+    return (
+        f"{head}: the machine was busy at the start (other work, or work that had just ended), so absolute rates "
+        "are this machine's at that time."
+    )
+
+
 def record(
     *,
     config: Any,

@@ -117,11 +117,9 @@ def markdown(base, preset, command, throughput, memory, comparison, load, wall_t
         f"{preset} ({base.env}), benchmark scale",
         "",
         f"Command: `{command}`",
-        f"(one run; provenance in `{command_stem(preset)}.provenance.json`). Load average (1 min) at start "
-        f"{load[0]:.1f},",
-        f"at end {load[1]:.1f}, on {machine['cores']} cores: the machine was shared with other work, so absolute "
-        "rates are this",
-        "machine's at that time; the rows of each table ran in the same run, one after the other.",
+        f"(one run; provenance in `{command_stem(preset)}.provenance.json`).",
+        provenance.describe_load(*load),
+        "The rows of each table ran in the same run, one after the other.",
         "",
         "## Learner throughput",
         "",

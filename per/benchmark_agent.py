@@ -360,8 +360,7 @@ def markdown(rows: list[dict], config: PerConfig, seconds: float, load: tuple, w
         f"Produced by `python -m per.benchmark_agent` (see its docstring and `{stem}.provenance.json`), in one run",
         f"of {runs} round(s), each row in a fresh process; each rate is the median over the rounds, `range`",
         "its spread (every round's rows: the `_runs.csv` beside this).",
-        f"Load average (1 min) at start {load[0]:.1f}, at end {load[1]:.1f}: the machine was shared with other",
-        "work, so absolute rates are this machine's at that time.",
+        provenance.describe_load(*load),
         f"Presets: `{config.env.split(':')[0]}_ddqn*` at epsilon {config.epsilon_end} (fixed), "
         f"{config.samples_per_insert:g} samples per insert (a batch of",
         f"{config.batch_size} per {config.update_period} agent steps), learning after "

@@ -200,6 +200,7 @@ def test_the_agent_benchmark_reports_each_envs_count_apart():
         assert f"- uniform, {n} env(s) per actor: one actor process runs 2.00x the single process's" in report
     # Uniform at 1 env: 300 and 600 agent steps/s, against the bound of 500 and the acting bound of 750.
     assert "of the bound 60% and 120% (target >= 80%); of the acting bound 40% and 80%." in report
+    assert "Load average (1 min) at start 0.1, at end 0.2, on " in report and "nothing else ran" in report
 
 
 ACTING_ALONE = """

@@ -58,3 +58,11 @@ def test_changes_under_results_are_not_dirty(repo):
 
 def test_outside_a_repository_says_unknown(tmp_path):
     assert provenance._git_state(tmp_path) == {"commit": "unknown", "dirty": "unknown"}
+
+
+@pytest.mark.parametrize("start, busy", [(0.0, False), (0.49, False), (0.5, True), (2.3, True)])
+def test_a_benchmark_calls_the_machine_busy_only_when_the_load_at_its_start_says_so(start, busy):
+    sentence = provenance.describe_load(start, 2.5)
+    assert sentence.startswith(f"Load average (1 min) at start {start:.1f}, at end 2.5, on ")
+    assert ("busy at the start" in sentence) == busy
+    assert ("nothing else ran at the start" in sentence) == (not busy)
