@@ -76,7 +76,7 @@ EPISODES_CAPACITY = 10_000
 # every PARAMS_PERIOD agent steps of all actors, an actor copies every
 # PARAMS_PERIOD of its own. Ape-X's actors copied every 400 frames, 100 Atari
 # agent steps (Horgan et al. 2018). At PER's ratio that is 25 updates, small
-# against the target network's period (250 updates on MinAtar, 7,500 on
+# against the target network's period (1,000 updates on MinAtar, 7,500 on
 # Atari). Publishing every update would not be free: the MinAtar network's
 # 0.8 MB took 2.3 ms to publish here (a loaded machine), half an update.
 PARAMS_PERIOD = 100

@@ -9,7 +9,7 @@ theta^- the target network (van Hasselt et al. 2016, "Double DQN"):
     loss = reduce_j w_j huber(delta_j)                                  (Algorithm 1, line 13; §4)
 
 Y_j is a constant (no gradient). The Huber loss with threshold 1 has gradient
-clip(delta, -1, 1): PER §4 and App. B.2 clip TD errors to [-1, 1], as DQN did.
+clip(delta, -1, 1): PER §4 clips TD errors to [-1, 1], as DQN did.
 Both functions trace inside `tf.function(jit_compile=True)`.
 """
 

@@ -181,7 +181,8 @@ def test_reverb_rank_based_sampling_follows_ranks_with_the_default_rerank_interv
 
 
 def test_rank_tracker_between_reranks_ranks_an_update_in_the_last_snapshot():
-    """PER App. B.2.1's approximation: rank(i) = U + #{snapshot items with larger |delta|} + 1, p = rank^-alpha."""
+    """This project's stand-in for App. B.2.1's approximate order: rank(i) = U + #{snapshot items with larger
+    |delta|} + 1, p = rank^-alpha (`RankTracker`'s docstring)."""
     alpha, table_size = 0.7, 12
     tracker = replay.RankTracker(alpha, capacity=100)
     known = np.array([0.5, 2.0, 1.0, 4.0, 3.0, 1.0])

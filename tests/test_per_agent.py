@@ -232,6 +232,32 @@ def test_priorities_written_back_are_abs_td_plus_epsilon_of_exactly_the_sampled_
     assert agent.replay.max_priority >= max(updates.values())
 
 
+def test_a_step_samples_at_the_current_beta_and_updates_with_that_batchs_weights(make_agent):
+    """Algorithm 1, lines 10 and 13: the batch is drawn at beta's annealed value (not beta0), and the
+    update weighs each sample by that batch's IS weight w_j (not 1)."""
+    config = dataclasses.replace(TOY, replay="proportional", alpha=0.6, beta0=0.4, total_frames=1_000)
+    agent = make_agent(config)
+    while not agent.learning_started():
+        agent.step()
+    betas, drawn, weighed = [], [], []
+    sample, update = agent.replay.sample, agent.learner.update
+
+    def spy_sample(batch_size, beta):
+        betas.append((beta, agent.learner.beta()))
+        batch = sample(batch_size, beta)
+        # Distinct weights, so that only these reaching the update passes.
+        drawn.append(batch._replace(weights=np.linspace(0.1, 1.0, batch_size, dtype=np.float32)))
+        return drawn[-1]
+
+    agent.replay.sample = spy_sample
+    agent.learner.update = lambda batch, weights: weighed.append(np.asarray(weights)) or update(batch, weights)
+    agent.step()
+    ((beta, current),) = betas
+    assert beta == current > config.beta0 + 0.05  # About 0.46 here: annealed over the frames so far.
+    (batch,), (weights,) = drawn, weighed
+    np.testing.assert_array_equal(weights, batch.weights)
+
+
 @IN_TURN_OR_OVERLAPPED
 @pytest.mark.parametrize("variant", ["proportional", "rank"])
 def test_new_transitions_enter_at_the_running_maximum_priority(make_agent, variant, min_replay_size):

@@ -51,7 +51,8 @@ def batch(seed=0):
         q_tm1=rng.normal(size=(B, A)).astype(np.float32),
         a_tm1=rng.integers(0, A, size=B).astype(np.int32),
         r_t=rng.uniform(-1, 1, size=B).astype(np.float32),
-        discount_t=np.array([0.99, 0.99, 0.0, 0.99, 0.0, 0.99], np.float32),
+        # Terminal steps at 3 and 5: the tied rows 1 and 2 bootstrap, so their ties decide the TD error.
+        discount_t=np.array([0.99, 0.99, 0.99, 0.0, 0.99, 0.0], np.float32),
         q_t_value=q_t_value,
         q_t_selector=q_t_selector,
     )
@@ -64,9 +65,10 @@ def test_double_q_td_errors_match_the_reference(mode):
     np.testing.assert_allclose(td, reference_td(**data), rtol=1e-5, atol=1e-6)
     # Terminal steps do not bootstrap; ties pick the first action, valued by the target network.
     q_tm1, a_tm1, r_t = data["q_tm1"], data["a_tm1"], data["r_t"]
-    for j in (2, 4):
+    for j in (3, 5):
         assert td[j] == pytest.approx(r_t[j] - q_tm1[j, a_tm1[j]], abs=1e-6)
     assert td[1] == pytest.approx(r_t[1] + 0.99 * 1.0 - q_tm1[1, a_tm1[1]], abs=1e-6)
+    assert td[2] == pytest.approx(r_t[2] + 0.99 * -2.0 - q_tm1[2, a_tm1[2]], abs=1e-6)  # All tied: action 0.
 
 
 @MODES
