@@ -97,7 +97,8 @@ def test_loss_is_the_importance_weighted_huber_of_the_td_errors(mode, reduction)
 
 
 @MODES
-def test_gradients_are_the_weighted_clipped_td_errors_on_the_taken_actions_only(mode):
+@pytest.mark.parametrize("reduction", ["mean", "sum"])  # The MinAtar presets average; PER's Atari ones sum.
+def test_gradients_are_the_weighted_clipped_td_errors_on_the_taken_actions_only(mode, reduction):
     data = batch(2)
     w = np.array([1.0, 0.5, 0.25, 0.7, 0.8, 0.1], np.float32)
 
@@ -105,7 +106,7 @@ def test_gradients_are_the_weighted_clipped_td_errors_on_the_taken_actions_only(
         with tf.GradientTape() as tape:
             tape.watch([q_tm1, q_t_value, q_t_selector])
             inputs = {**data, "q_tm1": q_tm1, "q_t_value": q_t_value, "q_t_selector": q_t_selector}
-            loss = losses.prioritized_double_q_loss(**inputs, importance_weights=w).loss
+            loss = losses.prioritized_double_q_loss(**inputs, importance_weights=w, reduction=reduction).loss
         return tape.gradient(loss, [q_tm1, q_t_value, q_t_selector], unconnected_gradients="zero")
 
     d_q_tm1, d_value, d_selector = (g.numpy() for g in mode(gradients)(
@@ -113,7 +114,7 @@ def test_gradients_are_the_weighted_clipped_td_errors_on_the_taken_actions_only(
     td = reference_td(**data)
     assert (np.abs(td) > 1).any() and (np.abs(td) < 1).any()
     expected = np.zeros((B, A))
-    expected[np.arange(B), data["a_tm1"]] = -w * np.clip(td, -1.0, 1.0) / B
+    expected[np.arange(B), data["a_tm1"]] = -w * np.clip(td, -1.0, 1.0) / (B if reduction == "mean" else 1)
     np.testing.assert_allclose(d_q_tm1, expected, rtol=1e-5, atol=1e-7)
     np.testing.assert_array_equal(d_value, 0.0)  # The target is a constant.
     np.testing.assert_array_equal(d_selector, 0.0)
