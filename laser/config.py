@@ -78,8 +78,15 @@ class LaserConfig(ImpalaConfig):
         super().__post_init__()
         if not 0.0 <= self.replay_fraction <= 1.0:
             raise UsageError(f"replay_fraction={self.replay_fraction}: must be in [0, 1] (0.875 replays 7 of 8)")
-        if self.trust_region_threshold < 0:
-            raise UsageError(f"trust_region_threshold={self.trust_region_threshold}: must be >= 0 (a KL in nats)")
+        if not self.trust_region_threshold > 0:
+            # KL >= 0, so b = 0 would reject every step but those that rounding lets through.
+            raise UsageError(f"trust_region_threshold={self.trust_region_threshold}: must be > 0 (a KL in nats)")
+        if self.correction == "vtrace" and self.clip_rho_threshold is not None and self.clip_rho_threshold < 1:
+            # c_bar is 1 (`laser.trust_region`), and §2.3 takes rho_bar >= c_bar >= 1.
+            raise UsageError(
+                f"clip_rho_threshold={self.clip_rho_threshold}: must be >= 1 or None (LASER §2.3: "
+                "rho_bar >= c_bar >= 1, and c_bar is 1)"
+            )
         if self.sweep_member < -1:
             raise UsageError(f"sweep_member={self.sweep_member}: -1 (a lone agent) or a member index >= 0")
         self._check_priorities()

@@ -25,6 +25,10 @@ from laser.config import LaserConfig
 
 class Learner(impala_learner.Learner):
     def __init__(self, config: LaserConfig, network: ActorCritic, strategy: tf.distribute.Strategy | None = None):
+        if strategy is not None:
+            # IMPALA's replicas split the batch along B, but every replica would take the global
+            # B_online and the full [B] weights: replayed unrolls would count as online.
+            raise ValueError("LASER's learner runs on one device: its mixed batch is not split over replicas")
         super().__init__(config, network, strategy)
         self._importance_weights = self._critic_losses = None
         if config.prioritized_replay:  # Only then: a uniform run's checkpoints keep their layout.

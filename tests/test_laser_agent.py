@@ -364,7 +364,9 @@ def test_presets_batches():
     [
         ({"replay_fraction": -0.1}, "replay_fraction=-0.1: must be in [0, 1]"),
         ({"replay_fraction": 1.5}, "replay_fraction=1.5: must be in [0, 1]"),
-        ({"trust_region_threshold": -1.0}, "trust_region_threshold=-1.0: must be >= 0"),
+        ({"trust_region_threshold": -1.0}, "trust_region_threshold=-1.0: must be > 0"),
+        ({"trust_region_threshold": 0.0}, "trust_region_threshold=0.0: must be > 0"),
+        ({"clip_rho_threshold": 0.5}, "clip_rho_threshold=0.5: must be >= 1 or None"),
         ({"replay_capacity": 13 * 9}, "hold 13 unroll(s) of unroll_length=9, fewer than a replay batch of 14"),
         ({"replay_capacity": 13 * 9}, "; give at least replay_capacity=126"),  # 14 unrolls of 9.
         ({"batch_size": 8, "replay_fraction": 0.96}, "rounds to 0 online and 8 replayed"),
@@ -390,7 +392,10 @@ def test_edge_configs_are_accepted():
     dataclasses.replace(TOY, replay_capacity=14 * 9)  # Exactly one replay batch.
     dataclasses.replace(TOY, min_replay_size=64 * 9)  # Exactly the queue.
     dataclasses.replace(TOY, trust_region=False, correction="none")
-    dataclasses.replace(TOY, trust_region_threshold=0.0)
+    dataclasses.replace(TOY, trust_region_threshold=1e-9)
+    dataclasses.replace(TOY, clip_rho_threshold=1.0)  # rho_bar = c_bar.
+    dataclasses.replace(TOY, clip_rho_threshold=None)  # No truncation, nothing rejected.
+    dataclasses.replace(TOY, trust_region=False, correction="none", clip_rho_threshold=0.5)  # Unused.
     no_replay = dataclasses.replace(TOY, replay_fraction=0.0, replay_capacity=1)  # No replay: capacity unused.
     assert no_replay.replay_batch_size == 0
     for beta in (0.0, 0.5, 1.0):
@@ -706,6 +711,12 @@ def test_prioritized_learner_weights_and_writes_the_sampled_keys_critic_losses(s
     for sample in client.sample(agent.REPLAY_TABLE, num_samples=500, emit_timesteps=False):
         key, priority = sample.info.key, sample.info.priority
         assert priority == pytest.approx(last.get(key, 1.0), rel=1e-12) or key in sampled_since
+
+
+def test_the_learner_refuses_a_distribution_strategy():
+    """IMPALA's replicas would each take the global B_online and the full [B] weights (see `Learner`)."""
+    with pytest.raises(ValueError, match="not split over replicas"):
+        Learner(TOY, networks.make(TOY, CATCH, A), tf.distribute.OneDeviceStrategy("/cpu:0"))
 
 
 def test_uniform_learner_refuses_importance_weights():
