@@ -11,6 +11,9 @@ corrections. Either way the entropy bonus is taken on the online unrolls only
 (§5.1), on all their steps: the trust region's mask does not apply to it (a
 choice, see the README), and with no online unrolls there is none.
 
+Equations and sections are numbered as in the ICLR 2020 text with its appendix
+(`laser.trust_region`); the §4.3 sentence quoted above is in that text only.
+
 With prioritized replay (App. A.2, Fig. 4 right) unroll i's policy-gradient and
 baseline terms are scaled by its importance weight w_i (PER §3.4; online
 unrolls: 1), and the output carries each unroll's critic loss, the baseline

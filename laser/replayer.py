@@ -21,7 +21,10 @@ state is never used: the replayer stores zero there).
 
 Cost: per replayed step, one forward pass of the torso and the LSTM (the
 heads are not needed), with the newest parameters fetched once per batch of
-episodes: the paper's "one additional forward pass for each learning step";
+episodes: the paper's "one additional forward pass for each learning step".
+The paper recomputes with "the most recent network parameters"; here the
+unrolls then wait in `replayed` (up to `queue_size` of them) until the learner
+samples them, so their states can be several updates old by then;
 episodes side by side are padded to the longest. Each unroll is written as
 one Reverb step (a copy, in a transient table).
 

@@ -1,7 +1,9 @@
 """LASER's trust-region V-trace (Schmitt, Hessel & Simonyan 2020, §4, Appendix B and C).
 
 Pure TensorFlow functions. Shapes: T is the unroll length, B the batch, A the
-number of actions.
+number of actions. Equation numbers are those of the ICLR 2020 text with its
+appendix, which has §4.3 and Appendix B and C; the final ICML text numbers the
+implied policy eq. (2) and has no eq. (8) or (9).
 
 V-trace with truncation rho_bar converges to the value of the implied policy of
 Proposition 1, eq. (9) (the same as eq. 3),
