@@ -404,6 +404,19 @@ def test_edge_configs_are_accepted():
     assert not dataclasses.replace(no_replay, replay_priority="critic_loss").prioritized_replay  # No replay to weight.
 
 
+def test_the_replay_is_uniform_fifo_and_sized_in_unrolls():
+    """§5.1: a uniformly sampled FIFO replay of `replay_capacity` observations, held as whole unrolls of T
+    steps; with state recomputation (App. A.2) whole episodes, also uniform and FIFO."""
+    info = agent.replay_table(TOY).info
+    assert info.sampler_options.WhichOneof("distribution") == "uniform"
+    assert info.remover_options.WhichOneof("distribution") == "fifo"
+    assert info.max_size == TOY.replay_capacity // TOY.unroll_length
+    episodes, _ = agent.recompute_tables(TOY)
+    assert episodes.info.sampler_options.WhichOneof("distribution") == "uniform"
+    assert episodes.info.remover_options.WhichOneof("distribution") == "fifo"
+    assert episodes.info.max_size == TOY.replay_capacity // TOY.max_replay_episode_steps
+
+
 def test_app_a2_preset_and_its_arms():
     """Fig. 4 right: 50% replay, a smaller replay; uniform, and prioritized with beta 0.5 and 1."""
     preset = PRESETS["minatar_laser_a2"]
