@@ -10,8 +10,9 @@ The table is Reverb's `Prioritized` selector with a `Fifo` remover:
 
 New items enter at the running maximum priority, tracked here because Reverb
 cannot report it (Algorithm 1, line 6). It is the largest priority ever written,
-which never falls, where PER §3.2's heap gave the largest one stored now (README). Importance weights come from the
-sample's `probability` and `table_size` (§3.4).
+which never falls, where PER §3.2's heap gave the largest one stored now
+(README). Importance weights come from the sample's `probability` and
+`table_size` (§3.4).
 
 Storage (issue #12): `add_transition` stores each env frame once, in a
 per-stream `TrajectoryWriter` history chunked over `chunk_length` steps so
