@@ -167,8 +167,8 @@ def test_an_actor_process_fills_the_replay_at_the_limiters_ratio_and_is_restarte
     assert final["frames"] <= inserts <= final["frames"] + ahead
     drift = ratio * (inserts - config.min_replay_size) - samples
     assert abs(drift) <= tolerance + config.batch_size, (inserts, samples)
-    updates = (inserts - config.min_replay_size) / config.update_period
-    assert abs(final["learner_steps"] - updates) <= (tolerance + config.batch_size) / config.batch_size + 1
+    # Learned from every sampled batch but the one drawn ahead and Reverb's in flight.
+    assert 0 <= samples - config.batch_size * final["learner_steps"] <= 2 * config.batch_size
 
 
 @pytest.mark.slow
