@@ -129,6 +129,8 @@ def test_each_row_has_its_peak_sittings_and_the_curves_resolution_and_uniform_is
     assert "| breakout | uniform | 0 | 2,000,000 | 6.00 | 8.00 (150,000) | 10.3 | baseline | 1 | 0.000 |" in text
     assert "| breakout | rank | 0 | 2,000,000 | 7.00 | 7.00 (2,000,000) | 10.3 | 2,000,000 | 3 | 0.000 |" in text
     assert "The curves' points are at most 1,000,000 frames apart" in text
+    assert "`uniform_small_step` (step_size.md, once it has run)" in text  # Not run: promised, not claimed.
+    assert "`uniform_small_step` (step_size.md) separates" in minatar.markdown(rows, "full", step_size_run=True)
 
 
 def test_the_study_record_names_each_summary_file_with_its_hash(tmp_path):

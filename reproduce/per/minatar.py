@@ -181,7 +181,7 @@ def table_rows(summaries: list[dict], reference: dict[str, float], arms=VARIANTS
     return rows
 
 
-def markdown(rows: list[dict], profile: str) -> str:
+def markdown(rows: list[dict], profile: str, step_size_run: bool = False) -> str:
     frames = sorted({r["frames"] for r in rows})
     lines = [
         reproduce.heading(
@@ -198,7 +198,7 @@ def markdown(rows: list[dict], profile: str) -> str:
         "by 4 for the prioritized variants (PER App. B.2.2). Earlier studies, with momentum 0.95 and then",
         "with PER's one update per 4 steps, are in results/per/archive/.",
         "",
-        *seeds_text(rows),
+        *seeds_text(rows, step_size_run),
         "",
         *columns_text(rows),
         "",
@@ -217,14 +217,15 @@ def markdown(rows: list[dict], profile: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def seeds_text(rows: list[dict]) -> list[str]:
+def seeds_text(rows: list[dict], step_size_run: bool = False) -> list[str]:
     """What the runs can and cannot say: their seeds per game and variant, and the step sizes they differ in."""
+    where = "step_size.md" if step_size_run else "step_size.md, once it has run"
     per_cell = max(collections.Counter((r["game"], r["variant"], r["frames"]) for r in rows).values(), default=1)
     seeds = "One seed" if per_cell == 1 else f"At most {per_cell} seeds"
     return [
         f"{seeds} per game and variant, and Reverb's sampler takes no seed, so two runs of one config and",
         "seed differ (the README gives a repeat). The prioritized variants also take a quarter of uniform's",
-        "step size, which the arm `uniform_small_step` (step_size.md, once it has run) separates from",
+        f"step size, which the arm `uniform_small_step` ({where}) separates from",
         "prioritization. A gap between variants in a few runs of each is an observation, not a measured effect.",
     ]
 
@@ -470,7 +471,7 @@ def main(argv: list[str]) -> None:
     main_runs = [s for s in summaries if s["variant"] in VARIANTS]
     rows = table_rows(main_runs, reference)
     reproduce.write_csv(out / "minatar.csv", rows)
-    text = markdown(rows, FLAGS.profile)
+    text = markdown(rows, FLAGS.profile, any(s["variant"] in STEP_ARMS for s in summaries))
     (out / "minatar.md").write_text(text)
     plot(main_runs, reference, out / "minatar.png")
     write_provenance(out, "minatar", main_runs, start)
