@@ -10,7 +10,8 @@
 
 The contract: an existing run directory is never touched unless the caller
 resumes it (`--resume`: its own config.json, never rewritten) or asks to
-overwrite it; a start that fails before training removes what it created.
+overwrite it (only a directory holding a run's config.json); a start that fails
+before training removes what it created.
 A run directory belongs to one training process at a time (`hold`): a second
 start on a run that is training is refused before it reads or removes anything.
 """
@@ -96,6 +97,9 @@ def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
         raise UsageError(f"--resume: {path} holds no run (no config.json)")
     if exists and not (resume or overwrite):
         raise UsageError(f"run directory {path} already exists; pass --resume to continue it or --overwrite")
+    if exists and overwrite and not (path / "config.json").exists():
+        # A mistyped path must not delete a directory of the user's own.
+        raise UsageError(f"--overwrite deletes only a run directory: {path} holds no run (no config.json)")
 
 
 @contextlib.contextmanager
@@ -345,6 +349,11 @@ class Progress:
 
     def due(self) -> bool:
         return self._clock() - self._last_time >= self._every
+
+    @property
+    def logged_frames(self) -> int | None:
+        """The frames of the last line (None before the first)."""
+        return self._last_frames
 
     def line(self, frames: int, steps: int, **extras: str) -> str:
         now = self._clock()

@@ -173,6 +173,23 @@ def test_a_run_directory_that_is_a_file_is_refused_and_kept(tmp_path):
     assert path.read_text() == "mine"
 
 
+def test_overwrite_refuses_a_directory_that_holds_no_run_and_keeps_it(tmp_path):
+    path = tmp_path / "mine"
+    path.mkdir()
+    (path / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match=f"--overwrite deletes only a run directory: {path} holds no run"):
+        with run_dir.starting(path, PRESETS["toy"], resume=False, overwrite=True):
+            pass
+    assert {p.name: p.read_text() for p in path.iterdir()} == {"notes.txt": "mine"}
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with run_dir.starting(empty, PRESETS["toy"], resume=False, overwrite=True):
+        pass  # An empty directory holds nothing to lose.
+    with run_dir.starting(empty, PRESETS["toy"], resume=False, overwrite=True):
+        pass  # A run's directory is replaced.
+    assert (empty / "config.json").exists()
+
+
 def test_a_failed_resume_leaves_the_run_as_it_was(tmp_path):
     path = tmp_path / "run"
     with run_dir.starting(path, PRESETS["toy"], resume=False, overwrite=False):
