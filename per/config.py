@@ -116,7 +116,7 @@ class PerConfig(config_lib.EnvConfig):
         if published is not None and published != family:
             raise UsageError(
                 f"network {self.network!r} is the {published} network and this preset holds {published} settings, "
-                f"but the env is {self.env}; choose a preset for {family} (e.g. --preset {family}_ddqn)"
+                f"but the env is {self.env}; {presets_for(family)}"
             )
         for name in (
             "envs_per_actor", "epsilon_decay_steps", "replay_capacity", "min_replay_size", "rerank_interval",
@@ -307,3 +307,11 @@ PRESETS = {
         log_every_s=5.0,
     ),
 }
+
+
+def presets_for(family: str) -> str:
+    """The presets made for an env family's observations, as an error names them (the preset's name prefix)."""
+    names = [name for name in PRESETS if name.split("_")[0] == family]
+    if names:
+        return f"choose a preset for {family}: {', '.join(names)}"
+    return f"no preset is for {family} (presets: {', '.join(PRESETS)})"
