@@ -10,6 +10,24 @@ from absl import app, flags
 
 from common.errors import UsageError, cli, exit_with_usage_error
 
+# `define_frames` defines flags for its callers: they, not this module, own them (`--help`, unknown-flag errors).
+flags.disclaim_key_flags()
+
+
+class _FramesParser(flags.FloatParser):
+    """A frame budget as a float (5e6 or 5000000); a word is refused naming what is accepted."""
+
+    def convert(self, argument: Any) -> float:
+        try:
+            return super().convert(argument)
+        except ValueError:
+            raise ValueError(f"{argument!r} is not a number of frames; expected a whole number, e.g. 5e6") from None
+
+
+def define_frames(help_text: str) -> None:
+    """`--frames`, a float flag (default None) whose parse error names what is accepted."""
+    flags.DEFINE(_FramesParser(), "frames", None, help_text, serializer=flags.ArgumentSerializer())
+
 
 def run(main: Callable[[list[str]], Any]) -> None:
     """`absl.app.run(main)`, where a bad flag or a `UsageError` is one line, exit 2."""

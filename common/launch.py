@@ -28,7 +28,7 @@ import tensorflow as tf
 from absl import flags
 
 from common import config as config_lib
-from common import loop, native_log, run_dir
+from common import cli, loop, native_log, run_dir
 from common.errors import UsageError
 from common.reverb import server as reverb_server
 
@@ -82,7 +82,7 @@ def define_flags(agent_name: str, presets: Mapping[str, Any], default_preset: st
     flags.DEFINE_enum("preset", default_preset, list(presets), f"Named config preset ({agent_name}/config.py).")
     flags.DEFINE_string("config", None, "A saved config.json to run instead of --preset (e.g. for --role actor).")
     flags.DEFINE_string("env", None, "Env spec overriding the preset's, e.g. atari:breakout.")
-    flags.DEFINE_float("frames", None, "Frame budget (total_frames), e.g. 5e6; with --resume, extends the run.")
+    cli.define_frames("Frame budget (total_frames), e.g. 5e6; with --resume, extends the run.")
     flags.DEFINE_integer("actors", None, "Actor processes (num_actors).")
     flags.DEFINE_integer("seed", None, "Seed overriding the preset's.", lower_bound=0, upper_bound=config_lib.MAX_SEED)
     flags.DEFINE_multi_string(

@@ -49,7 +49,7 @@ from laser.config import MAX_SWEEP, PRESETS, LaserConfig, sweep_members
 flags.DEFINE_enum("role", "all", ["all", "server"], "all: the whole sweep here; server: only its Reverb server.")
 flags.DEFINE_enum("preset", "minatar_laser", list(PRESETS), "The members' base preset (laser/config.py).")
 flags.DEFINE_string("env", None, "Env spec overriding the preset's.")
-flags.DEFINE_float("frames", None, "Frame budget of each member (total_frames); with --resume, extends them.")
+cli.define_frames("Frame budget of each member (total_frames); with --resume, extends them.")
 flags.DEFINE_integer("seed", None, "Base seed s; member i uses 9 s + i.", lower_bound=0)
 flags.DEFINE_integer("agents", MAX_SWEEP, f"Members, 1 to {MAX_SWEEP} (the lr x entropy grid).")
 flags.DEFINE_integer("actors", None, "Actor processes per member (num_actors).")

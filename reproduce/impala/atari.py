@@ -33,7 +33,7 @@ from reproduce import _runs  # noqa: E402
 
 reproduce.define_flags()
 flags.DEFINE_list("games", ["pong"], "Atari games to train.")
-flags.DEFINE_float("frames", None, "Frame budget per game overriding the profile's, e.g. 5e7.")
+cli.define_frames("Frame budget per game overriding the profile's, e.g. 5e7.")
 flags.DEFINE_integer("eval_episodes", None, "Evaluation episodes overriding the profile's (paper: 200).")
 FLAGS = flags.FLAGS
 

@@ -107,7 +107,7 @@ reproduce.define_flags()
 flags.DEFINE_list("games", None, "MinAtar games (default: all 5 for full, breakout for quick).")
 flags.DEFINE_list("variants", list(VARIANTS), f"Arms to run: {', '.join(ARMS)}.")
 flags.DEFINE_integer("seeds", 1, "Seeds per game and variant: seed, seed + 1, ...", lower_bound=1)
-flags.DEFINE_float("frames", None, "Frame budget per run overriding the profile's, e.g. 5e6 (Young & Tian's).")
+cli.define_frames("Frame budget per run overriding the profile's, e.g. 5e6 (Young & Tian's).")
 flags.DEFINE_bool("extend", False, "Train runs of a smaller budget on to --frames (resumed), not refuse them.")
 flags.DEFINE_bool("summarise_only", False, "Rebuild the tables and figures from the summaries present; train nothing.")
 FLAGS = flags.FLAGS
