@@ -142,6 +142,8 @@ def run(
                 if time.monotonic() - last_checkpoint >= config.checkpoint_every_s:
                     save()
                     last_checkpoint = time.monotonic()
+            if metrics and progress.logged_frames != learner.frames:
+                _log(progress, learner, metrics, episodes, writer)  # Log and TensorBoard end where the run did.
             save()
             if stop.is_set():
                 print(f"interrupted: saved checkpoint at step {learner.steps}; continue with --resume", flush=True)

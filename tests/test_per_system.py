@@ -67,8 +67,25 @@ def test_a_minatar_preset_trains_through_the_cli_on_its_one_learner_thread(tmp_p
     run_dir = tmp_path / "run"
     result = run("--preset=minatar_ddqn", "--env=minatar:breakout", "--frames=5400", f"--run_dir={run_dir}")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert json.loads((run_dir / "final.json").read_text())["learner_steps"] >= 90  # After the 5,000-frame fill.
+    final = json.loads((run_dir / "final.json").read_text())
+    assert final["learner_steps"] >= 90  # After the 5,000-frame fill.
     assert json.loads((run_dir / "config.json").read_text())["learner_threads"] == 1
+    # The run ends within the preset's 10 s between lines, and its last line and TensorBoard point are its end.
+    lines = [line for line in result.stdout.splitlines() if line.startswith("frames ")]
+    assert lines[-1].startswith(f"frames {final['frames']:,}/5,400 ")
+    assert max(summary_steps(run_dir, "learner/loss")) == final["frames"]
+
+
+def summary_steps(run_dir: pathlib.Path, tag: str) -> list[int]:
+    """The steps (frames) of every TensorBoard point of `tag` in the run's tb/ directory."""
+    import tensorflow as tf
+
+    steps = []
+    for path in sorted((run_dir / "tb").glob("events.out.tfevents.*")):
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            steps += [event.step for value in event.summary.value if value.tag == tag]
+    return steps
 
 
 def returns(run_dir, frames_from=0):
@@ -198,8 +215,9 @@ BAD_INPUT = [
     (["--config_override=beta0=1.5"], "beta0=1.5: must be in [0, 1]"),
     (["--config_override=replay_capacity=16"], "replay_capacity=16 must hold at least batch_size=32"),
     (["--config_override=replay_capacity=400"], "and min_replay_size=500 transitions"),
-    (["--preset=minatar_ddqn", "--env=atari:pong"], "network 'minatar' is the minatar network"),
+    (["--preset=minatar_ddqn", "--env=atari:pong"], "choose a preset for atari: atari_ddqn, atari_ddqn_rank, atari"),
     (["--preset=atari_ddqn_prop", "--env=minatar:breakout"], "network 'nature_dqn' is the atari network"),
+    (["--preset=minatar_ddqn", "--env=toy:catch"], "the env is toy:catch; choose a preset for toy: toy"),
     (["--config_override=network=nature_dqn"], "network 'nature_dqn' is the atari network"),
     (["--config_override=min_replay_size=10", "--config_override=update_period=16"], "raise min_replay_size"),
     (["--actors=-1"], "num_actors=-1: must be >= 0"),
@@ -210,6 +228,7 @@ BAD_INPUT = [
     (["--seed=5000000000"], "flag --seed=5000000000: 5000000000 is not an integer in the range [0, 2147483647]"),
     (["--config_override=seed=-1"], "seed=-1: must be in [0, 2147483647]"),
     (["--frames=1e20"], "--frames=1e+20: must be a whole number of frames in [1, 1e+15]"),
+    (["--frames=abc"], "flag --frames=abc: 'abc' is not a number of frames; expected a whole number, e.g. 5e6"),
     (["--frames=2000", "--config_override=total_frames=3000"], "--frames and --config_override total_frames"),
     (["--config_override=checkpoint_every_s=0"], "checkpoint_every_s=0.0: must be > 0 seconds"),
     (["--config_override=log_every_s=-1"], "log_every_s=-1.0: must be > 0 seconds"),
