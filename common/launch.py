@@ -27,8 +27,8 @@ import reverb
 import tensorflow as tf
 from absl import flags
 
-from common import config as config_lib
 from common import cli, loop, native_log, run_dir
+from common import config as config_lib
 from common.errors import UsageError
 from common.reverb import server as reverb_server
 
