@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 from typing import Any, Callable, Iterable, Mapping
 
@@ -12,6 +13,9 @@ from common.errors import UsageError, cli, exit_with_usage_error
 
 # `define_frames` defines flags for its callers: they, not this module, own them (`--help`, unknown-flag errors).
 flags.disclaim_key_flags()
+
+# What absl says of an integer flag given a word: Python's own message, which names nothing accepted.
+_NOT_AN_INTEGER = re.compile(r"invalid literal for int\(\) with base 10: .*$")
 
 
 class _FramesParser(flags.FloatParser):
@@ -43,7 +47,7 @@ def run(main: Callable[[list[str]], Any]) -> None:
         except flags.UnrecognizedFlagError as error:
             exit_with_usage_error(UsageError(f"unknown flag --{error.flagname}; accepted: {accepted_flags()}"))
         except (flags.Error, UsageError) as error:
-            exit_with_usage_error(error)
+            exit_with_usage_error(_NOT_AN_INTEGER.sub("expected a whole number", str(error)))
 
     app.run(cli(main), flags_parser=parse_flags)
 
