@@ -176,8 +176,18 @@ def segment_seed(seed: int, segment: int) -> int:
     return int(np.random.SeedSequence([seed, segment]).generate_state(1)[0] % 2**31)
 
 
+def _load() -> float:
+    """The 1-minute load average: with the machine's cores (`machine`), whether the run had them to itself."""
+    return round(os.getloadavg()[0], 2)
+
+
 class RunRecord:
-    """provenance.json of a run: one segment per start, wall time across all of them."""
+    """provenance.json of a run: one segment per start, wall time across all of them.
+
+    A segment keeps the 1-minute load average at its start and the largest at
+    any save, beside the machine's cores: a run that shared them (another
+    study run, `--jobs`) says so in its own record.
+    """
 
     def __init__(self, directory: pathlib.Path, config: Any, role: str):
         self._path = directory / "provenance.json"
@@ -201,7 +211,7 @@ class RunRecord:
         self.segments.append({
             "commit": record["commit"], "dirty": record["dirty"], "command": record["command"],
             "date_utc": record["date_utc"], "role": self._role, "seed": self.seed, "frames_at_start": frames,
-            "total_frames": total_frames, "wall_time_s": 0.0,
+            "total_frames": total_frames, "wall_time_s": 0.0, "load_1min_at_start": _load(), "load_1min_max": _load(),
         })  # fmt: skip
         self._record = record
         self.update()
@@ -214,6 +224,7 @@ class RunRecord:
         """Writes the record with the wall time up to now (and the frames checkpointed, if given); returns that
         total (the segments' sum)."""
         self.segments[-1]["wall_time_s"] = round(time.time() - self._started, 1)
+        self.segments[-1]["load_1min_max"] = max(self.segments[-1]["load_1min_max"], _load())
         if frames is not None:
             self.segments[-1]["frames"] = frames
         total = round(self.previous_wall_time_s + self.segments[-1]["wall_time_s"], 1)

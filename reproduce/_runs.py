@@ -19,6 +19,7 @@ present (`load_summaries`, `study_record`).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import datetime
@@ -26,10 +27,12 @@ import hashlib
 import json
 import pathlib
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -70,24 +73,154 @@ def train(
     final.json reaches the budget asked: an extension interrupted before its
     end still holds the shorter budget's final.json, and is resumed.
     """
+    command = training_command(module, run_dir, flags, fresh, extend)
+    if command is not None:
+        run_to_completion(command, run_dir, lambda: finished(run_dir, flags))
+    return json.loads((run_dir / "final.json").read_text())
+
+
+def finished(run_dir: pathlib.Path, flags: list[str]) -> bool:
+    """True once the run's final.json reaches the budget of `flags` (any budget, if they set none)."""
     final, goal = run_dir / "final.json", budget(flags)
+    return final.exists() and (goal is None or json.loads(final.read_text())["frames"] >= goal)
+
+
+def training_command(
+    module: str, run_dir: pathlib.Path, flags: list[str], fresh: bool = False, extend: bool | None = None
+) -> list[str] | None:
+    """The command that starts or resumes `train`'s run; None if it has finished (it is reused)."""
     run_dir_lib.check_not_in_use(run_dir)  # Another study (or a hand-typed command) is training it now.
-
-    def finished() -> bool:
-        return final.exists() and (goal is None or json.loads(final.read_text())["frames"] >= goal)
-
     if fresh:
         set_aside(run_dir)
-    elif final.exists() or (run_dir / "config.json").exists():
+    elif (run_dir / "final.json").exists() or (run_dir / "config.json").exists():
         check_same_flags(run_dir, flags, extend)
-        print(f"{run_dir.name}: {'reusing finished' if finished() else 'resuming'} {describe(run_dir)}", flush=True)
-        if finished():
-            return json.loads(final.read_text())
+        done = finished(run_dir, flags)
+        print(f"{run_dir.name}: {'reusing finished' if done else 'resuming'} {describe(run_dir)}", flush=True)
+        if done:
+            return None
     command = [sys.executable, "-m", module, *flags, f"--run_dir={run_dir}"]
     if (run_dir / "config.json").exists():
         command.append("--resume")
-    run_to_completion(command, run_dir, finished)
-    return json.loads(final.read_text())
+    return command
+
+
+def train_jobs(
+    module: str,
+    jobs: dict[str, tuple[pathlib.Path, list[str]]],
+    done: Callable[[str, dict], None],
+    *,
+    fresh: bool = False,
+    extend: bool | None = None,
+    parallel: int = 1,
+) -> None:
+    """`train`s every job (name -> run directory and flags), `parallel` at a time; `done(name, final)` as
+    each finishes.
+
+    One at a time, a job's output is the run's own. Several at a time, every
+    line of a run's output is prefixed with its job's name; a run that fails
+    stops the others (each saves its checkpoint), and Ctrl-C or SIGTERM reaches
+    every run, as `run_to_completion` hands it to one. No job starts after either.
+    """
+    if parallel == 1:
+        for name, (run_dir, flags) in jobs.items():
+            done(name, train(module, run_dir, flags, fresh, extend))
+        return
+    commands = {name: training_command(module, *job, fresh, extend) for name, job in jobs.items()}
+    for name in [name for name, command in commands.items() if command is None]:
+        done(name, json.loads((jobs[name][0] / "final.json").read_text()))
+    together = _Together({name: c for name, c in commands.items() if c is not None}, parallel)
+    with on_stop_signals(lambda signum, _: together.stop(signum)), contextlib.closing(together.run()) as exited:
+        for name in exited:
+            run_dir, flags = jobs[name]
+            if finished(run_dir, flags):
+                done(name, json.loads((run_dir / "final.json").read_text()))
+    unfinished = [jobs[name][0] for name in commands if commands[name] is not None and not finished(*jobs[name])]
+    if together.failure is not None:
+        name, status = together.failure
+        print(f"error: training {jobs[name][0]} failed with exit status {status}", file=sys.stderr, flush=True)
+        sys.exit(status)
+    if unfinished:
+        print(
+            f"interrupted: {', '.join(map(str, unfinished))} keep their checkpoints (or were not started); run "
+            "this same command again to resume (it passes --resume to each run itself)",
+            flush=True,
+        )
+        sys.exit(together.status or 130)
+
+
+class _Together:
+    """Training commands run `parallel` at a time, their output prefixed with their names."""
+
+    def __init__(self, commands: dict[str, list[str]], parallel: int):
+        self._waiting, self._parallel = list(commands.items()), parallel
+        self._running: dict[str, tuple[subprocess.Popen, threading.Thread]] = {}
+        # Reentrant: `stop` runs as a signal handler, in the main thread, which may hold it.
+        self._lock = threading.RLock()
+        self.failure: tuple[str, int] | None = None  # The first job that failed, and its exit status.
+        self.status = 0  # The stop signal's exit status (128 + it), once one came.
+
+    def stop(self, signum: int) -> None:
+        """Hands `signum` to every running command, and starts no other."""
+        with self._lock:
+            self.status = self.status or 128 + signum
+            self._signal(signum)
+
+    def run(self) -> Iterator[str]:
+        """Runs the commands; yields each one's name as it exits without failing.
+
+        Closed early (an error in the caller), it stops the running ones, each with its checkpoint.
+        """
+        try:
+            while self._start_waiting():
+                time.sleep(0.2)
+                yield from self._exited()
+        finally:
+            with self._lock:
+                self._signal(signal.SIGINT)
+            for process, output in list(self._running.values()):
+                process.wait()
+                output.join()
+
+    def _start_waiting(self) -> bool:
+        """Starts commands up to `parallel` running, unless stopped; False when none runs."""
+        with self._lock:
+            while self._waiting and len(self._running) < self._parallel and not (self.status or self.failure):
+                name, command = self._waiting.pop(0)
+                print(f"{name}: {' '.join(command)}", flush=True)
+                process = subprocess.Popen(
+                    command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+                )
+                output = threading.Thread(target=_prefix_lines, args=(name, process.stdout), daemon=True)
+                output.start()
+                self._running[name] = (process, output)
+            return bool(self._running)
+
+    def _exited(self) -> list[str]:
+        """Takes the commands that have exited; the names of those that succeeded. A failure stops the rest."""
+        succeeded = []
+        for name, (process, output) in list(self._running.items()):
+            status = process.poll()
+            if status is None:
+                continue
+            output.join()  # Its last lines, before anything is said of it.
+            with self._lock:
+                del self._running[name]
+                if status and status not in INTERRUPTED_EXIT_CODES and self.failure is None:
+                    self.failure = (name, status)
+                    self._signal(signal.SIGINT)  # Each other run saves its checkpoint and stops.
+            if not status:
+                succeeded.append(name)
+        return succeeded
+
+    def _signal(self, signum: int) -> None:
+        for process, _ in self._running.values():
+            if process.poll() is None:
+                process.send_signal(signum)
+
+
+def _prefix_lines(name: str, lines: Iterable[str]) -> None:
+    for line in lines:
+        print(f"{name}: {line}", end="" if line.endswith("\n") else "\n", flush=True)
 
 
 def evaluate(module: str, run_dir: pathlib.Path, episodes: int, seed: int) -> dict:

@@ -148,6 +148,7 @@ def test_the_committed_table_is_what_the_committed_summaries_make(tmp_path):
         ("--frames=1e20", ["--frames=1e+20: need a whole number >= 1 (at most 1e+15)"]),
         ("--eval_episodes=0", ["--eval_episodes=0: need a whole number >= 1"]),
         ("--seeds=0", ["--seeds=0", "not a positive integer"]),
+        ("--jobs=0", ["--jobs=0", "not a positive integer"]),
         ("--extend --fresh", ["--fresh retrains from the start and --extend trains on: pass one of them"]),
         ("--summarise_only --fresh --extend", ["--fresh and --extend train: pass --summarise_only alone"]),
     ],

@@ -197,6 +197,7 @@ def test_fig10_draws_both_replays(tmp_path, monkeypatch):
         ("--variants=rank_beta2", ["--variants: unknown variant 'rank_beta2'", "rank_full_is", "rank_no_is"]),
         ("--games=pong", ["--games: unknown minatar game 'pong'", "breakout"]),
         ("--seeds=0", ["--seeds=0", "not a positive integer"]),
+        ("--jobs=0", ["--jobs=0", "not a positive integer"]),
         ("--seeds=two", ["--seeds=two: expected a whole number"]),
         ("--frames=0.5", ["--frames=0.5: need a whole number >= 1"]),
         ("--frames=nan", ["--frames=nan: expected a finite number"]),

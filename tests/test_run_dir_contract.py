@@ -131,6 +131,8 @@ def test_resume_with_a_larger_budget_continues_the_schedule_and_keeps_every_segm
     assert [s["total_frames"] for s in segments] == [budget, frames + 5000]
     assert "--resume" in segments[1]["command"] and "--resume" not in segments[0]["command"]
     assert all(len(s["commit"]) == 40 for s in segments)
+    # Each sitting's load: whether the run had the machine's cores to itself.
+    assert all(0 <= s["load_1min_at_start"] <= s["load_1min_max"] for s in segments)
     assert final["wall_time_s"] == pytest.approx(sum(s["wall_time_s"] for s in segments), abs=1.0)
     # The learning rate went on from its value at the resume, to reach 0 at the new budget.
     learning_rate = json.loads(config_before)["learning_rate"]

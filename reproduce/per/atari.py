@@ -1,6 +1,7 @@
 """Uniform against prioritized Double DQN on Atari beside PER Tables 6 and 7, at reduced scale.
 
     python -m reproduce.per.atari --profile full                   # Breakout, uniform and proportional
+    python -m reproduce.per.atari --profile full --jobs 2          # the same, both runs at once
     python -m reproduce.per.atari --profile full --games pong --variants rank --frames 1e7
     python -m reproduce.per.atari --profile quick                  # smoke scale: 20K frames a run
     python -m reproduce.per.atari --profile full --frames 1e7 --extend  # train the runs on to 10M frames
@@ -51,6 +52,7 @@ cli.define_frames("Frame budget per run overriding the profile's, e.g. 1e7.")
 flags.DEFINE_integer("eval_episodes", None, "Evaluation episodes overriding the profile's (PER: 100).")
 flags.DEFINE_bool("extend", False, "Train runs of a smaller budget on to --frames (resumed), not refuse them.")
 flags.DEFINE_bool("summarise_only", False, "Rebuild the table and figure from the summaries present; train nothing.")
+flags.DEFINE_integer("jobs", 1, "Runs trained at once (each in its own process).", lower_bound=1)
 FLAGS = flags.FLAGS
 
 
@@ -79,12 +81,18 @@ def main(argv: list[str]) -> None:
     flags_of = {name: _atari.job_flags(v, g, frames, seed, overrides) for name, (g, v, seed) in jobs.items()}
     if not FLAGS.fresh:
         _runs.check_settings(summaries_dir, {name: _atari.job_config(flags) for name, flags in flags_of.items()})
-    for name in _runs.jobs_to_train(flags_of, summaries_dir, runs, FLAGS.fresh, FLAGS.extend, episodes):
+    to_train = _runs.jobs_to_train(flags_of, summaries_dir, runs, FLAGS.fresh, FLAGS.extend, episodes)
+
+    def done(name: str, final: dict) -> None:
         game, variant, seed = jobs[name]
-        final = _runs.train("per.train", runs / name, flags_of[name], FLAGS.fresh, FLAGS.extend)
         result = _runs.evaluate("per.evaluate", runs / name, episodes, seed + 1)
         record = _atari.summarise(runs / name, game, variant, seed, final, result, overrides)
         _runs.write_summary(summaries_dir, name, record, runs / name)
+
+    _runs.train_jobs(
+        "per.train", {name: (runs / name, flags_of[name]) for name in to_train}, done,
+        fresh=FLAGS.fresh, extend=FLAGS.extend, parallel=FLAGS.jobs,
+    )  # fmt: skip
     print(_atari.write_study(out, _runs.load_summaries(summaries_dir), FLAGS.profile, start))
 
 

@@ -5,6 +5,7 @@ agent and replay variants (`per.train`, presets `minatar_ddqn`, `_rank`,
 `_prop`), on MinAtar instead of Atari, beside Young & Tian 2019's DQN.
 
     python -m reproduce.per.minatar --profile full       # 2M frames a run, 5 games x 3 variants
+    python -m reproduce.per.minatar --profile full --jobs 2   # the same, two runs at a time
     python -m reproduce.per.minatar --profile full --games breakout --variants rank
     python -m reproduce.per.minatar --profile full --games breakout --variants rank_full_is,rank_no_is
     python -m reproduce.per.minatar --profile full --games breakout --variants uniform_every_4
@@ -110,6 +111,7 @@ flags.DEFINE_integer("seeds", 1, "Seeds per game and variant: seed, seed + 1, ..
 cli.define_frames("Frame budget per run overriding the profile's, e.g. 5e6 (Young & Tian's).")
 flags.DEFINE_bool("extend", False, "Train runs of a smaller budget on to --frames (resumed), not refuse them.")
 flags.DEFINE_bool("summarise_only", False, "Rebuild the tables and figures from the summaries present; train nothing.")
+flags.DEFINE_integer("jobs", 1, "Runs trained at once (each in its own process).", lower_bound=1)
 FLAGS = flags.FLAGS
 
 
@@ -513,10 +515,15 @@ def train(games: list[str], frames: int, summaries_dir: pathlib.Path) -> list[di
     flags_of = {name: job_flags(arm, game, frames, seed, FLAGS.profile) for name, (game, arm, seed) in jobs.items()}
     if not FLAGS.fresh:
         _runs.check_settings(summaries_dir, {name: job_config(flags) for name, flags in flags_of.items()})
-    for name in _runs.jobs_to_train(flags_of, summaries_dir, runs, FLAGS.fresh, FLAGS.extend):
-        game, arm, seed = jobs[name]
-        final = _runs.train("per.train", runs / name, flags_of[name], FLAGS.fresh, FLAGS.extend)
-        _runs.write_summary(summaries_dir, name, summarise(runs / name, game, arm, seed, final), runs / name)
+    to_train = _runs.jobs_to_train(flags_of, summaries_dir, runs, FLAGS.fresh, FLAGS.extend)
+
+    def done(name: str, final: dict) -> None:
+        _runs.write_summary(summaries_dir, name, summarise(runs / name, *jobs[name], final), runs / name)
+
+    _runs.train_jobs(
+        "per.train", {name: (runs / name, flags_of[name]) for name in to_train}, done,
+        fresh=FLAGS.fresh, extend=FLAGS.extend, parallel=FLAGS.jobs,
+    )  # fmt: skip
     return _runs.load_summaries(summaries_dir)
 
 

@@ -1,0 +1,143 @@
+"""`reproduce._runs.train_jobs`: a study's runs trained several at a time (`--jobs`).
+
+The runs here are stand-in commands (a few lines of Python each), so the tests
+check the orchestration: runs in parallel up to the limit, prefixed output,
+a failure or a stop signal reaching every run, and nothing started after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from reproduce import _runs
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+# A stand-in training run: argv = run_dir, behaviour. It marks itself running in
+# the run's parent directory, and on SIGINT (or SIGTERM) exits 130 as a run that
+# saved a checkpoint does.
+RUN = textwrap.dedent("""
+    import json, pathlib, signal, sys, time
+    run_dir, behaviour = pathlib.Path(sys.argv[1]), sys.argv[2]
+    runs = run_dir.parent
+    def stopped(signum, frame):
+        (runs / f"{run_dir.name}.stopped").write_text(str(signum))
+        sys.exit(128 + signum)
+    signal.signal(signal.SIGINT, stopped)
+    signal.signal(signal.SIGTERM, stopped)
+    marker = runs / f"{run_dir.name}.running"
+    marker.write_text("")
+    (runs / f"{run_dir.name}.most").write_text(str(len(list(runs.glob("*.running")))))
+    print(f"training {run_dir.name}", flush=True)
+    if behaviour == "fail":
+        sys.exit(3)
+    if behaviour == "forever":  # Until stopped; a minute at most, so a test fails rather than hangs.
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            time.sleep(0.05)
+        sys.exit(5)
+    if behaviour == "wait_for_all":  # Ends once every run of the study has started.
+        deadline = time.time() + 60
+        while len(list(runs.glob("*.most"))) < int(sys.argv[3]):
+            if time.time() > deadline:
+                sys.exit(4)
+            time.sleep(0.05)
+    time.sleep(0.3)
+    run_dir.mkdir(exist_ok=True)
+    (run_dir / "final.json").write_text(json.dumps({"frames": 9}))
+    marker.unlink()
+""")
+
+
+def stand_in(behaviours: dict[str, list[str]]):
+    def training_command(module, run_dir, flags, fresh=False, extend=None):
+        return [sys.executable, "-c", RUN, str(run_dir), *behaviours[run_dir.name]]
+
+    return training_command
+
+
+def jobs_in(tmp_path: pathlib.Path, names: list[str]) -> dict[str, tuple[pathlib.Path, list[str]]]:
+    return {name: (tmp_path / name, ["--frames=9"]) for name in names}
+
+
+def test_runs_train_together_up_to_the_limit_each_line_named_and_each_summarised(tmp_path, monkeypatch, capsys):
+    names = ["a", "b", "c", "d"]
+    monkeypatch.setattr(_runs, "training_command", stand_in({name: ["finish"] for name in names}))
+    done = []
+    _runs.train_jobs("per.train", jobs_in(tmp_path, names), lambda name, final: done.append((name, final)), parallel=2)
+    assert sorted(done) == [(name, {"frames": 9}) for name in names]
+    most = [int((tmp_path / f"{name}.most").read_text()) for name in names]
+    assert max(most) == 2  # Two at once, never three.
+    out = capsys.readouterr().out
+    for name in names:
+        assert f"{name}: training {name}\n" in out
+
+
+def test_runs_that_need_each_other_running_finish_only_when_trained_together(tmp_path, monkeypatch):
+    names = ["a", "b"]
+    monkeypatch.setattr(_runs, "training_command", stand_in({n: ["wait_for_all", "2"] for n in names}))
+    done = []
+    _runs.train_jobs("per.train", jobs_in(tmp_path, names), lambda name, final: done.append(name), parallel=2)
+    assert sorted(done) == names
+
+
+def test_a_failed_run_stops_the_others_which_keep_their_checkpoints_and_starts_no_more(tmp_path, monkeypatch, capsys):
+    behaviours = {"a": ["forever"], "b": ["fail"], "c": ["finish"]}
+    monkeypatch.setattr(_runs, "training_command", stand_in(behaviours))
+    with pytest.raises(SystemExit) as exited:
+        _runs.train_jobs("per.train", jobs_in(tmp_path, list(behaviours)), lambda *_: None, parallel=2)
+    assert exited.value.code == 3
+    assert (tmp_path / "a.stopped").read_text() == str(int(signal.SIGINT))
+    assert not (tmp_path / "c.most").exists()  # Never started.
+    assert f"error: training {tmp_path / 'b'} failed with exit status 3" in capsys.readouterr().err
+
+
+def test_a_finished_run_is_summarised_without_training(tmp_path, monkeypatch):
+    jobs = jobs_in(tmp_path, ["a", "b"])
+    monkeypatch.setattr(
+        _runs, "training_command",
+        lambda module, run_dir, *_: None if run_dir.name == "a" else stand_in({"b": ["finish"]})(module, run_dir, []),
+    )  # fmt: skip
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "final.json").write_text(json.dumps({"frames": 9}))
+    done = []
+    _runs.train_jobs("per.train", jobs, lambda name, final: done.append(name), parallel=2)
+    assert done == ["a", "b"] and not (tmp_path / "a.most").exists()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_to_the_study_reaches_every_run_and_says_how_to_resume(tmp_path, signum):
+    behaviours = {"a": ["forever"], "b": ["forever"], "c": ["finish"]}
+    script = textwrap.dedent(f"""
+        import pathlib, sys
+        from reproduce import _runs
+        from tests import test_study_jobs as t
+        _runs.training_command = t.stand_in({behaviours!r})
+        tmp = pathlib.Path({str(tmp_path)!r})
+        _runs.train_jobs("per.train", t.jobs_in(tmp, {list(behaviours)!r}), lambda *_: None, parallel=2)
+    """)
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    deadline = time.time() + 60
+    while not all((tmp_path / f"{name}.most").exists() for name in ("a", "b")):
+        assert time.time() < deadline and process.poll() is None, "the runs did not start"
+        time.sleep(0.05)
+    process.send_signal(signum)  # To the study alone, not its process group.
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 128 + signum, output
+    assert all((tmp_path / f"{name}.stopped").read_text() == str(int(signum)) for name in ("a", "b"))
+    assert not (tmp_path / "c.most").exists()
+    (interrupted,) = [line for line in output.splitlines() if line.startswith("interrupted:")]
+    assert all(str(tmp_path / name) in interrupted for name in behaviours)
+    assert "run this same command again to resume" in interrupted and "Traceback" not in output
