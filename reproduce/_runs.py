@@ -134,15 +134,18 @@ def train_jobs(
             run_dir, flags = jobs[name]
             if finished(run_dir, flags):
                 done(name, json.loads((run_dir / "final.json").read_text()))
-    unfinished = [jobs[name][0] for name in commands if commands[name] is not None and not finished(*jobs[name])]
+    unfinished = [name for name, command in commands.items() if command is not None and not finished(*jobs[name])]
     if together.failure is not None:
         name, status = together.failure
         print(f"error: training {jobs[name][0]} failed with exit status {status}", file=sys.stderr, flush=True)
         sys.exit(status)
     if unfinished:
+        started = [str(jobs[name][0]) for name in unfinished if name in together.started]
+        waiting = [name for name in unfinished if name not in together.started]
         print(
-            f"interrupted: {', '.join(map(str, unfinished))} keep their checkpoints (or were not started); run "
-            "this same command again to resume (it passes --resume to each run itself)",
+            f"interrupted: {', '.join(started) or 'no run'} keep their checkpoints"
+            + (f", and {', '.join(waiting)} did not start" if waiting else "")
+            + "; run this same command again to resume (it passes --resume to each run itself)",
             flush=True,
         )
         sys.exit(together.status or 130)
@@ -154,6 +157,7 @@ class _Together:
     def __init__(self, commands: dict[str, list[str]], parallel: int):
         self._waiting, self._parallel = list(commands.items()), parallel
         self._running: dict[str, tuple[subprocess.Popen, threading.Thread]] = {}
+        self.started: list[str] = []
         # Reentrant: `stop` runs as a signal handler, in the main thread, which may hold it.
         self._lock = threading.RLock()
         self.failure: tuple[str, int] | None = None  # The first job that failed, and its exit status.
@@ -193,6 +197,7 @@ class _Together:
                 output = threading.Thread(target=_prefix_lines, args=(name, process.stdout), daemon=True)
                 output.start()
                 self._running[name] = (process, output)
+                self.started.append(name)
             return bool(self._running)
 
     def _exited(self) -> list[str]:

@@ -139,5 +139,8 @@ def test_a_stop_signal_to_the_study_reaches_every_run_and_says_how_to_resume(tmp
     assert all((tmp_path / f"{name}.stopped").read_text() == str(int(signum)) for name in ("a", "b"))
     assert not (tmp_path / "c.most").exists()
     (interrupted,) = [line for line in output.splitlines() if line.startswith("interrupted:")]
-    assert all(str(tmp_path / name) in interrupted for name in behaviours)
-    assert "run this same command again to resume" in interrupted and "Traceback" not in output
+    assert interrupted == (
+        f"interrupted: {tmp_path / 'a'}, {tmp_path / 'b'} keep their checkpoints, and c did not start; "
+        "run this same command again to resume (it passes --resume to each run itself)"
+    )
+    assert "Traceback" not in output
