@@ -142,10 +142,11 @@ def train_jobs(
     if unfinished:
         started = [str(jobs[name][0]) for name in unfinished if name in together.started]
         waiting = [name for name in unfinished if name not in together.started]
+        said = [f"{', '.join(started)} " + ("keeps its checkpoint" if len(started) == 1 else "keep their checkpoints")]
+        said = (said if started else []) + ([f"{', '.join(waiting)} did not start"] if waiting else [])
         print(
-            f"interrupted: {', '.join(started) or 'no run'} keep their checkpoints"
-            + (f", and {', '.join(waiting)} did not start" if waiting else "")
-            + "; run this same command again to resume (it passes --resume to each run itself)",
+            f"interrupted: {', and '.join(said)}; run this same command again to resume (it passes --resume to each "
+            "run itself)",
             flush=True,
         )
         sys.exit(together.status or 130)
