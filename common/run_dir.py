@@ -344,6 +344,12 @@ class Progress:
     a DQN run's does when learning starts after the replay's warm-up fill
     (about 17x slower on Atari here), and an average since the first line would
     then promise the end hours early.
+
+    A gap between lines of more than `pause_s` (and 3 intervals) is a pause:
+    the process was stopped (Ctrl-Z, SIGSTOP, a suspended machine) or stalled.
+    Its line's rates are over the whole gap, but the ETA's window leaves the
+    gap out (all but one interval of it): otherwise, for a window after a
+    17-minute pause, the ETA would divide by a rate with the pause in it.
     """
 
     def __init__(
@@ -352,8 +358,10 @@ class Progress:
         every_s: float,
         eta_window_s: float = 600.0,
         clock: Callable[[], float] = time.monotonic,
+        pause_s: float = 60.0,
     ):
         self._total, self._every, self._window, self._clock = total_frames, every_s, eta_window_s, clock
+        self._pause = max(pause_s, 3 * every_s)
         self._last_time = clock()
         self._last_frames = self._last_steps = None
         self._lines: collections.deque[tuple[float, int]] = collections.deque()  # (time, frames) of recent lines.
@@ -374,6 +382,9 @@ class Progress:
             elapsed = max(now - self._last_time, 1e-9)
             parts.append(f"{(frames - self._last_frames) / elapsed:,.0f} frames/s")
             parts.append(f"{(steps - self._last_steps) / elapsed:.1f} steps/s")
+            if elapsed > self._pause:  # The window's lines move forward by the pause, as if it had not been.
+                paused = elapsed - self._every
+                self._lines = collections.deque((time + paused, frames) for time, frames in self._lines)
             # Keep the newest line at least a window old as the window's start.
             while len(self._lines) > 1 and self._lines[1][0] <= now - self._window:
                 self._lines.popleft()

@@ -241,6 +241,29 @@ def test_eta_follows_the_recent_rate_after_a_change_of_speed():
     assert "10 frames/s" in line
 
 
+def test_a_pause_is_left_out_of_the_eta_and_a_gap_of_a_few_intervals_is_not():
+    # 100 frames/s with a line every 10 s; then a 17-minute pause (Ctrl-Z), then
+    # 100 frames/s again: the ETA is at that rate, not at the rate with the
+    # pause in it (about 2 frames/s here, an ETA of days).
+    now = [0.0]
+    progress = run_dir.Progress(total_frames=1_000_000, every_s=10.0, clock=lambda: now[0])
+    for k in range(31):
+        now[0] = 10.0 * k
+        progress.line(1_000 * k, k)
+    now[0] = 300.0 + 17 * 60 + 10
+    resumed = progress.line(31_000, 31)
+    assert " 1 frames/s" in resumed  # The line's own rate is over the whole gap.
+    now[0] += 10
+    line = progress.line(32_000, 32)
+    assert line.endswith(f"ETA {run_dir.duration((1_000_000 - 32_000) / 100)}"), line
+    # A run whose lines come 30 s apart (a slow step) is not paused: its ETA is its rate.
+    slow = run_dir.Progress(total_frames=1_000_000, every_s=10.0, clock=lambda: now[0])
+    for k in range(5):
+        now[0] = 30.0 * k
+        line = slow.line(1_000 * k, k)
+    assert line.endswith(f"ETA {run_dir.duration((1_000_000 - 4_000) / (1_000 / 30))}"), line
+
+
 # The loop, with a scripted learner. --------------------------------------------------
 
 
