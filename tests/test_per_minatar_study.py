@@ -154,6 +154,11 @@ def test_the_quick_profile_waits_only_for_its_own_game():
     assert "Not run yet: asterix/uniform, asterix/rank, asterix/proportional, freeway/uniform" in minatar.markdown(
         rows, "full"
     )
+    # A game beyond the profile's, run in part: its missing variants are named too.
+    asterix = [dict(r, game="asterix") for r in minatar.table_rows([summary("uniform", 1.0)], {"breakout": 10.3})]
+    assert "Games run: asterix, breakout. Not run yet: asterix/rank, asterix/proportional." in minatar.markdown(
+        rows + asterix, "quick"
+    )
 
 
 def test_the_step_size_study_sets_the_small_step_beside_all_three_variants():

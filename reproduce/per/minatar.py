@@ -208,7 +208,8 @@ def markdown(rows: list[dict], profile: str, step_size_run: bool = False) -> str
     ]
     games, due = sorted({r["game"] for r in rows}), DEFAULT_GAMES[profile]
     done = {(r["game"], r["variant"]) for r in rows}
-    missing = [f"{g}/{v}" for g in due for v in VARIANTS if (g, v) not in done]
+    # The profile's games, and any other game run: a variant missing there is missing too.
+    missing = [f"{g}/{v}" for g in [*due, *(g for g in games if g not in due)] for v in VARIANTS if (g, v) not in done]
     everything = f"All {len(due)} game{'s' if len(due) > 1 else ''} x 3 variants of the {profile} profile are in."
     lines += [
         "",
