@@ -190,3 +190,17 @@ def test_a_summary_trained_with_other_settings_than_its_preset_now_gives_is_refu
     with pytest.raises(UsageError, match=r"breakout_uniform_s0.json was trained with other settings than its preset "
                        r"now gives \(learning_rate 0.1 -> 0.00025\); pass --fresh"):  # fmt: skip
         _runs.check_settings(tmp_path, configs)
+
+
+def test_the_full_profile_keeps_the_committed_runs():
+    """`make reproduce PROFILE=full` runs the script's default command, which must keep the committed
+    summaries: a profile budget other than theirs (it was 4M frames, the runs 3.2M) refused them, and the
+    whole `make reproduce` failed on it."""
+    committed = REPO / "results" / "per" / "full" / "atari_runs"
+    kept = {}
+    for game in _atari.GAMES:
+        for variant in ("uniform", "proportional"):  # The script's default --variants.
+            flags = _atari.job_flags(variant, game, _atari.FRAMES["full"], 0, _atari.OVERRIDES["full"])
+            path = committed / f"{_runs.job_name(game, variant, 0)}.json"
+            kept[path.stem] = _runs.summary_kept(path, False, flags, _atari.EVAL_EPISODES["full"], say=print)
+    assert kept == {"breakout_uniform_s0": True, "breakout_proportional_s0": True}

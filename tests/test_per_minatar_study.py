@@ -422,3 +422,16 @@ def test_a_summary_of_todays_preset_is_kept_whatever_its_operational_fields():
     assert _runs.changed_settings(recorded, config) == []
     recorded["learning_rate"] = 0.1
     assert _runs.changed_settings(recorded, config) == [f"learning_rate 0.1 -> {config.learning_rate!r}"]
+
+
+def test_the_full_profile_keeps_every_committed_run():
+    """`make reproduce PROFILE=full` runs the script's default command: every committed summary must be one
+    it keeps (at the profile's budget, or extended past it), or the command refuses it and trains nothing."""
+    committed = sorted((REPO / "results" / "per" / "full" / "minatar_runs").glob("*_s[0-9]*.json"))
+    summaries = [p for p in committed if not p.name.endswith(".provenance.json")]
+    if not summaries:
+        pytest.skip("no PER MinAtar run is committed yet")
+    for path in summaries:
+        summary = json.loads(path.read_text())
+        flags = minatar.job_flags(summary["variant"], summary["game"], minatar.FRAMES["full"], summary["seed"])
+        assert _runs.summary_kept(path, False, flags, say=print), path.name
