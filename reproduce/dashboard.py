@@ -747,33 +747,47 @@ STUDIES: tuple[Study, ...] = (
             f"per/archive/{archive}/{stem}",
             headline,
         )
-        for archive, why, command, extra, studies in (
+        for archive, why, command, studies in (
             (
                 "rmsprop_momentum",
                 "with RMSProp momentum 0.95 (Young & Tian used none",
                 "`git checkout e4a0de3`, then `python -m reproduce.per.minatar --profile full` (trains nothing)",
-                " (two small-step runs also to 5M)",
                 (
-                    ("uniform, rank-based and proportional Double DQN on the 5 MinAtar games", "minatar", per_minatar),
-                    ("App. Fig. 12, rank-based replay with full and with no IS correction", "fig12", per_arms),
-                    ("uniform Double DQN at Young & Tian's replay ratio", "update_ratio", per_arms),
-                    ("uniform Double DQN at the prioritized variants' step size", "step_size", per_arms),
+                    (
+                        "uniform, rank-based and proportional Double DQN on the 5 MinAtar games",
+                        "minatar",
+                        per_minatar,
+                        "",
+                    ),
+                    ("App. Fig. 12, rank-based replay with full and with no IS correction", "fig12", per_arms, ""),
+                    ("uniform Double DQN at Young & Tian's replay ratio", "update_ratio", per_arms, ""),
+                    (
+                        "uniform Double DQN at the prioritized variants' step size",
+                        "step_size",
+                        per_arms,
+                        " (two runs also to 5M)",
+                    ),
                 ),
             ),
             (
                 "update_every_4",
-                "at PER's one update per 4 agent steps (the presets now update every step, as Young & Tian",
+                "from the study at PER's one update per 4 agent steps (the presets now update every step, as Young "
+                "& Tian",
                 "at `b1ea666` with the archived summaries in `per/full/minatar_runs/`, `python -m "
                 "reproduce.per.minatar --profile full --games asterix,seaquest --variants uniform,uniform_every_step` "
                 "(trains nothing; the archive's README)",
-                "",
                 (
-                    ("uniform Double DQN on Asterix and Seaquest", "minatar", per_minatar),
-                    ("uniform Double DQN at Young & Tian's replay ratio on Asterix", "update_ratio", per_arms),
+                    ("uniform Double DQN on Asterix and Seaquest", "minatar", per_minatar, ""),
+                    (
+                        "uniform Double DQN on Asterix at Young & Tian's replay ratio beside PER's",
+                        "update_ratio",
+                        per_arms,
+                        "",
+                    ),
                 ),
             ),
         )
-        for name, stem, headline in studies
+        for name, stem, headline, extra in studies
     ),
     Study(
         "Prioritized replay",
