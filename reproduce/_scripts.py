@@ -20,10 +20,11 @@ EXPECTED_S = {
     "reproduce.impala.atari": (68, 5_524),  # Full: results/impala/full/atari (Pong, 50M frames, 30 episodes).
     "reproduce.impala.minatar": (206, 3_586),  # Full: its 5 runs' final.json, 620-894 s each.
     "reproduce.impala.vtrace_operator": (2, 26),
-    # Full: Fig. 2 left 4,175 s and right's 2 more jobs ~2,000 s, App. Fig. 4 right
-    # 3,772 s (committed); IMPALA Table 2's 24 jobs ~300-1,100 s each (~5 h);
-    # 5 nine-agent sweeps (Fig. 3, App. Fig. 4 left) at ~9 x 1,100 s (~14 h).
-    "reproduce.laser.minatar": (190, 80_000),
+    # Full: the committed jobs' own wall times (results/laser/full/*.csv, each job once, its
+    # slowest agent): 34 single-agent jobs (Fig. 2, App. Fig. 4 right, IMPALA Table 2's 24)
+    # 5.8 h, and 5 nine-member sweeps (Fig. 3, App. Fig. 4 left; a sweep's members train at
+    # once) 7.4 h.
+    "reproduce.laser.minatar": (190, 48_000),
     "reproduce.laser.propositions": (8, 21),
     # Quick: `python -m reproduce.per.atari --profile quick` at 383b194, idle: 136 s.
     # Full: 2 runs x 3.2M frames one after the other at ~300 frames/s (one process, idle)
