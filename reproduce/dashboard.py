@@ -346,11 +346,12 @@ def per_agent_benchmark(base: pathlib.Path) -> Cells:
     ]
     bound_target = re.search(r"\(target >= (\d+)%\)", text)
     if bound_target:  # Judged per row (replay x layout): one that misses it is not hidden by the best.
-        met = sum(b >= int(bound_target.group(1)) / 100 for b in of_bound)
+        target = int(bound_target.group(1))
+        met = sum(b >= target / 100 for b in of_bound)
         verdict = (
             "met" if met == len(of_bound) else "missed" if not met else f"met by {met} of its {len(of_bound)} rows"
         )
-        parts[0] += f" (target ≥ {bound_target.group(1)}%: {verdict})"
+        parts[0] += f" (target ≥ {target}%: {verdict})"
     of_acting = [float(r["of_acting_bound"]) for r in ends if r.get("of_acting_bound")]  # Since 23c1bd4.
     if of_acting:
         parts[0] += f", {min(of_acting):.0%}–{max(of_acting):.0%} of acting then learning"
