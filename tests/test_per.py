@@ -35,8 +35,9 @@ def test_importance_weights_match_the_formula():
     P = np.array([0.1, 0.2, 0.05])
     raw = (100 * P) ** -0.5
     np.testing.assert_allclose(priorities.importance_weights(P, 100, 0.5), raw / raw.max())
-    global_min = priorities.importance_weights(P, 100, 0.5, "global_min", min_probability=0.01)
-    np.testing.assert_allclose(global_min, raw / (100 * 0.01) ** -0.5)
+    # N * P_min = 2, not 1, so the normaliser (N P_min)^-beta is not 1 and a wrong one shows.
+    global_min = priorities.importance_weights(P, 100, 0.5, "global_min", min_probability=0.02)
+    np.testing.assert_allclose(global_min, raw / (100 * 0.02) ** -0.5)
     assert (global_min <= 1.0).all()
     np.testing.assert_allclose(priorities.importance_weights(P, 100, 0.0), [1.0, 1.0, 1.0])
 
@@ -57,6 +58,8 @@ def test_sum_tree_samples_in_proportion_to_its_values(capacity):
     if capacity > 1:
         assert counts[0] == 0  # Zero priority is never drawn.
         assert_frequencies_match(counts[1:], values[1:] / values[1:].sum())
+    else:
+        assert counts[0] == DRAWS
 
 
 def test_rank_order_keeps_ranks_and_samples_the_power_law():
@@ -168,16 +171,46 @@ def test_reverb_rank_based_sampling_matches_rank_power_law(alpha, make_replay):
     assert_frequencies_match(sample_counts(buffer, n), expected_probabilities(config, td))
 
 
+def documented_rank_priorities(batches, table_size, alpha):
+    """{key: p^alpha} after `batches` of (keys, |delta|) updates, from `RankTracker`'s docstring alone.
+
+    An exact re-rank (ranks U + 1.. by |delta|, U = the table's items never updated) whenever the last one
+    sorted fewer than half the known keys; between re-ranks an update ranks U + #{last sort's |delta|s
+    larger than its own} + 1. No scheduled re-rank: the default interval is never reached here.
+    """
+    known, sorted_deltas, unseen, priority = {}, [], table_size, {}
+    for keys, deltas in batches:
+        for key, delta in zip(keys, deltas):
+            known[key] = delta
+            priority[key] = (unseen + sum(d > delta for d in sorted_deltas) + 1) ** -alpha
+        if 2 * len(sorted_deltas) < len(known):
+            order = sorted(known, key=lambda k: -known[k])
+            unseen, sorted_deltas = table_size - len(known), [known[k] for k in order]
+            priority.update({key: (unseen + rank) ** -alpha for rank, key in enumerate(order, start=1)})
+    return priority
+
+
 def test_reverb_rank_based_sampling_follows_ranks_with_the_default_rerank_interval(make_replay):
+    """Updates of a few keys at a time, as the learner's: re-ranks only when the last sort grew stale."""
     n = 10
     config = dataclasses.replace(replay.PRESETS["rank"], capacity=100)
     assert config.rerank_interval == 10_000  # The default: no scheduled re-rank happens here.
     server, buffer = make_replay(config)
     fill(buffer, n)
+    keys = keys_by_item(buffer, n)
     td = np.random.default_rng(4).permutation(np.linspace(0.1, 5.0, n))
-    buffer.update(keys_by_item(buffer, n), td)
+    reranks = []
+    rerank = buffer.rerank
+    buffer.rerank = lambda: reranks.append(len(buffer._rank._delta)) or rerank()
+    batches = [(keys[i : i + 2].tolist(), td[i : i + 2].tolist()) for i in range(0, n, 2)]
+    for batch_keys, batch_td in batches:
+        buffer.update(np.array(batch_keys, np.uint64), np.array(batch_td))
+    assert reranks == [2, 6]  # Stale at 0 of 2 and 2 of 6 known; the last 4 keys rank between re-ranks.
+    priority = documented_rank_priorities(batches, n, config.alpha)
+    expected = np.array([priority[k] for k in keys.tolist()])
     # Before the fix every item ranked 1 until the first scheduled re-rank: uniform sampling.
-    assert_frequencies_match(sample_counts(buffer, n), expected_probabilities(config, td))
+    assert stats.chisquare(sample_counts(buffer, n), np.full(n, DRAWS / n)).pvalue < P_VALUE
+    assert_frequencies_match(sample_counts(buffer, n), expected / expected.sum())
 
 
 def test_rank_tracker_between_reranks_ranks_an_update_in_the_last_snapshot():
@@ -425,9 +458,12 @@ def test_zero_td_errors_give_finite_weights(variant, normalization, make_replay)
     buffer.update(keys_by_item(buffer, 8), np.zeros(8))
     batch = buffer.sample(16, beta=1.0)
     assert np.isfinite(batch.weights).all() and (batch.weights > 0).all() and (batch.weights <= 1.0).all()
-    # Tied ranks are broken in some order, so each item's P is one of the P_r.
-    P = expected_probabilities(config, np.zeros(8))
-    assert np.isclose(batch.probabilities[:, None], P[None, :], rtol=1e-6).any(axis=1).all()
+    if variant == "rank":  # Ties rank in the order the items became known: item i, updated i-th, ranks i + 1.
+        scaled = np.arange(1, 9, dtype=np.float64) ** -config.alpha
+        P = scaled / scaled.sum()
+    else:
+        P = np.full(8, 1 / 8)
+    np.testing.assert_allclose(batch.probabilities, P[batch.data[0][:, 0]], rtol=1e-6)
     raw = 1.0 / (8 * batch.probabilities)
     norm = raw.max() if normalization == "batch_max" else 1.0 / (8 * P.min())
     np.testing.assert_allclose(batch.weights, raw / norm, rtol=1e-6)
@@ -435,9 +471,11 @@ def test_zero_td_errors_give_finite_weights(variant, normalization, make_replay)
 
 @pytest.mark.parametrize("variant", ["proportional", "rank"])
 def test_updating_an_evicted_item_is_a_no_op(variant, make_replay):
-    server, buffer = make_replay(replay.ReplayConfig(variant=variant, capacity=4))
+    config = replay.ReplayConfig(variant=variant, capacity=4)
+    server, buffer = make_replay(config)
     fill(buffer, 4)
-    buffer.update(keys_by_item(buffer, 4), np.array([0.5, 1.5, 2.5, 3.5]))
+    keys = keys_by_item(buffer, 4)
+    buffer.update(keys, np.array([0.5, 1.5, 2.5, 3.5]))
     stale = buffer.sample(64, beta=0.0)
     while 0 not in stale.data[0][:, 0]:
         stale = buffer.sample(64, beta=0.0)
@@ -445,9 +483,16 @@ def test_updating_an_evicted_item_is_a_no_op(variant, make_replay):
     tracked = buffer.max_priority, buffer.min_priority, dict(buffer._rank._delta) if buffer._rank else None
     live = server_priorities(buffer, 4)
     key_0 = stale.keys[list(stale.data[0][:, 0]).index(0)]
-    buffer.update(np.array([key_0, key_0], np.uint64), np.array([9.0, 0.0]))  # Would be a new max and min.
+    # Key 0 would be a new max and min; item 1, the oldest live one, is updated in the same call: the
+    # boundary of `update`'s liveness test. Its |delta| 3.0 stays within [min, max] and moves it from rank
+    # 3 to rank 2 of the last snapshot (0.5, 1.5, 2.5, 3.5), so its priority changes in either variant.
+    buffer.update(np.array([key_0, key_0, keys[1]], np.uint64), np.array([9.0, 0.0, 3.0]))
+    if buffer._rank:
+        tracked = (*tracked[:2], {**tracked[2], int(keys[1]): 3.0})
     assert (buffer.max_priority, buffer.min_priority, dict(buffer._rank._delta) if buffer._rank else None) == tracked
-    assert server_priorities(buffer, 4) == live
+    item_1 = 2.0**-config.alpha if buffer._rank else 3.0 + config.epsilon
+    assert live[1] != pytest.approx(item_1)
+    assert server_priorities(buffer, 4) == pytest.approx({**live, 1: item_1})
     buffer.add([np.array([5], np.int32)])  # Evicts item 1; enters at the live maximum, not at 9.
     buffer.flush()
     assert server_priorities(buffer, 4)[5] == pytest.approx(1.0 if buffer._rank else 3.5 + 1e-6)
