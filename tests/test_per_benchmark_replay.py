@@ -28,22 +28,40 @@ def test_the_floor_writes_back_the_priorities_of_the_items_it_sampled():
 
 
 def check_the_floor_writes_back_the_priorities_of_the_items_it_sampled():
-    from per import benchmark_replay
+    from per import benchmark_replay, replay
 
     floor = benchmark_replay.ReverbFloor(size=40)
     try:
         for transition in transitions(40):
             floor.add(transition)
         floor.flush()
-        floor.sample_and_update(8, np.random.default_rng(0))
-        new = set(np.random.default_rng(0).exponential(size=8).round(5))
-        # One item per key, at its priority: the table's 40 items are at 1.0 except the (up to 8) keys updated.
+        drawn = []
+        sampler = floor._client._client.NewSampler("replay", replay.UNLIMITED, 8)
+
+        class Recording:  # The floor's own sampler, noting each key it hands over.
+            def GetNextTrajectory(self):  # noqa: N802 (Reverb's pybind name)
+                trajectory = sampler.GetNextTrajectory()
+                drawn.append(int(trajectory[0]))
+                return trajectory
+
+        class NewPriorities:  # Not 1.0, and large enough that 4,000 draws see every item (~50 times).
+            @staticmethod
+            def exponential(size):
+                return np.linspace(0.3, 1.9, size)
+
+        floor._sampler = Recording()
+        floor.sample_and_update(8, NewPriorities())
+        # A key drawn twice takes its last value, as `mutate_priorities` applies a dict.
+        expected = dict(zip(drawn, np.linspace(0.3, 1.9, 8).round(5).tolist()))
+        assert len(drawn) == 8
+        # One item per key, at its priority: the table's 40 items are at 1.0 except exactly the keys drawn.
         seen = {}
-        for sample in floor._client.sample("replay", num_samples=400):
+        for sample in floor._client.sample("replay", num_samples=4000):
             info = sample[0].info
             seen[int(info.key)] = round(float(info.priority), 5)
-        changed = {p for p in seen.values() if p != 1.0}
-        assert changed and changed <= new
+        assert len(seen) == 40
+        assert {k: p for k, p in seen.items() if k in expected} == expected
+        assert all(p == 1.0 for k, p in seen.items() if k not in expected)
     finally:
         floor.close()
 
