@@ -52,6 +52,22 @@ def run(main: Callable[[list[str]], Any]) -> None:
     app.run(cli(main), flags_parser=parse_flags)
 
 
+def flags_only(argv: list[str]) -> None:
+    """A `UsageError` for words left after the flags: an entry point that takes none would ignore them."""
+    if len(argv) > 1:
+        raise UsageError(f"unexpected arguments {argv[1:]}; flags only (see --help)")
+
+
+def positive_integers(flag: str, texts: list[str], example: str) -> list[int]:
+    """A list flag's values as positive integers, or a `UsageError` naming the first that is not one."""
+    if not texts:
+        raise UsageError(f"{flag}= names no count; expected positive integers, e.g. {example}")
+    for text in texts:
+        if not text.isdigit() or int(text) < 1:
+            raise UsageError(f"{flag}: {text!r} is not a positive integer; expected e.g. {example}")
+    return [int(text) for text in texts]
+
+
 def check_finite_floats() -> None:
     """A `UsageError` for a float flag given as nan or ±inf.
 

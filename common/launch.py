@@ -201,8 +201,7 @@ def use_threads(config: Any) -> None:
 
 def main(agent: Agent, argv: list[str], values: flags.FlagValues) -> None:
     """An agent entry point's `main`: flags only, then `run`."""
-    if len(argv) > 1:
-        raise UsageError(f"unexpected arguments {argv[1:]}; flags only (see --help)")
+    cli.flags_only(argv)
     request, options = from_flags(values)
     run(agent, request, options)
 

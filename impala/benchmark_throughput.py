@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -42,9 +43,9 @@ from impala import networks, trajectories
 from impala.config import PRESETS
 from impala.learner import Learner
 
-flags.DEFINE_integer("seconds", 60, "Measuring time per configuration.")
+flags.DEFINE_integer("seconds", 60, "Measuring time per configuration.", lower_bound=1)
 flags.DEFINE_list("actors", ["1", "2", "4"], "Actor process counts for the end-to-end runs.")
-flags.DEFINE_integer("raw_envs", 8, "Envs in the raw AtariVectorEnv measurement.")
+flags.DEFINE_integer("raw_envs", 8, "Envs in the raw AtariVectorEnv measurement.", lower_bound=1)
 flags.DEFINE_list("publish_every", ["1"], "Learner steps between parameter publishes, one end-to-end run per value.")
 flags.DEFINE_string("output_dir", None, "Where to write throughput.{csv,md} (default results/impala/benchmarks).")
 FLAGS = flags.FLAGS
@@ -131,7 +132,10 @@ def end_to_end_fps(actors: int, seconds: float, publish_every: int) -> tuple[flo
                 break
         process.send_signal(2)
         process.wait(timeout=120)
-    return float(np.mean(rates)) if rates else float("nan"), float(np.mean(lags)) if lags else float("nan")
+    if not rates:  # It failed, or printed one progress line at most: nothing to report.
+        sys.exit(f"{shlex.join(command)} gave no progress line after start-up (exit status {process.returncode}); "
+                 "run it alone to see why")  # fmt: skip
+    return float(np.mean(rates)), float(np.mean(lags)) if lags else float("nan")
 
 
 def row(configuration: str, fps: float, raw: float, limit: float, policy_lag: float = float("nan")) -> dict:
@@ -147,8 +151,11 @@ def limit_fps(raw: float, learner: float) -> float:
 
 
 def main(argv: list[str]) -> None:
+    cli.flags_only(argv)
     started = time.time()
     out = chosen_dir("--output_dir", FLAGS.output_dir, "impala", "benchmarks")
+    actor_counts = cli.positive_integers("--actors", FLAGS.actors, "1,2,4")
+    publish_periods = cli.positive_integers("--publish_every", FLAGS.publish_every, "1,4")
     raw = raw_env_fps(FLAGS.seconds / 2, FLAGS.raw_envs)
     print(f"raw AtariVectorEnv ({FLAGS.raw_envs} envs, 2 threads): {raw:,.0f} frames/s", flush=True)
     learners = {}
@@ -164,8 +171,8 @@ def main(argv: list[str]) -> None:
         row("learner alone, pre-filled queue, whole step under XLA (xla=all)", learners["all"], raw, limit),
         row("env+learner limit, 1 / (1 / raw env + 1 / learner alone (xla=losses))", limit, raw, limit),
     ]
-    for actors in map(int, FLAGS.actors):
-        for publish_every in map(int, FLAGS.publish_every):
+    for actors in actor_counts:
+        for publish_every in publish_periods:
             fps, lag = end_to_end_fps(actors, FLAGS.seconds, publish_every)
             what = f"end to end, {actors} actors x {CONFIG.envs_per_actor} envs"
             what += f" (impala.train, publish_every={publish_every})"

@@ -19,8 +19,8 @@ from common import cli, provenance
 from common.results import output_dir, write_csv
 from impala import vtrace
 
-flags.DEFINE_integer("calls", 300, "Timed calls per configuration (after warm-up).")
-flags.DEFINE_integer("repeats", 5, "Timing repeats; the median is reported.")
+flags.DEFINE_integer("calls", 300, "Timed calls per configuration (after warm-up).", lower_bound=1)
+flags.DEFINE_integer("repeats", 5, "Timing repeats; the median is reported.", lower_bound=1)
 FLAGS = flags.FLAGS
 
 SHAPES = ((20, 32), (20, 256), (100, 32), (100, 256))
@@ -62,6 +62,7 @@ def time_per_call(fn, args, repeats: int, calls: int) -> float:
 
 
 def main(argv: list[str]) -> None:
+    cli.flags_only(argv)
     start = time.time()
     candidates = {
         "ours_xla_while_loop": tf.function(ours, jit_compile=True),

@@ -80,8 +80,7 @@ AGENT = launch.Agent(
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        raise UsageError(f"unexpected arguments {argv[1:]}; flags only (see --help)")
+    cli.flags_only(argv)
     request, options = launch.from_flags(FLAGS)
     if FLAGS.simulated_cpu_devices:
         simulate_cpu_devices(FLAGS.simulated_cpu_devices)

@@ -198,8 +198,7 @@ def command_stem(preset: str) -> str:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        raise UsageError(f"unexpected arguments {argv[1:]}; flags only (see --help)")
+    cli.flags_only(argv)
     base, fractions = checked_flags()
     started, load_start = time.time(), os.getloadavg()[0]
     recording = benchmarking.record(base)

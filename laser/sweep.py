@@ -209,8 +209,7 @@ def start_member(directory: pathlib.Path, config: LaserConfig, address: str, lea
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        raise UsageError(f"unexpected arguments {argv[1:]}; flags only (see --help)")
+    cli.flags_only(argv)
     if FLAGS.role == "server" and not FLAGS.sweep_dir:
         raise UsageError("--role server needs --sweep_dir (written by --write_configs_only)")
     default = f"runs/laser_sweep/{FLAGS.preset}_{(FLAGS.env or PRESETS[FLAGS.preset].env).replace(':', '_')}"

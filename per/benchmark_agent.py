@@ -426,20 +426,14 @@ def envs_label(n: int, counts: list[int]) -> str:
 def envs_counts(config: PerConfig) -> list[int]:
     """`--envs_per_actor` as numbers (default the preset's), each checked against the preset's update period."""
     given = FLAGS.envs_per_actor if FLAGS["envs_per_actor"].present else [str(config.envs_per_actor), "4"]
-    if not given:
-        raise UsageError("--envs_per_actor= names no count; expected positive integers, e.g. 1,4")
-    counts = []
-    for text in given:
-        if not text.isdigit() or int(text) < 1:
-            raise UsageError(f"--envs_per_actor: {text!r} is not a positive integer; expected e.g. 1,4")
-        dataclasses.replace(config, envs_per_actor=int(text))  # The config's own checks (update_period).
-        counts.append(int(text))
+    counts = cli.positive_integers("--envs_per_actor", given, "1,4")
+    for n in counts:
+        dataclasses.replace(config, envs_per_actor=n)  # The config's own checks (update_period).
     return list(dict.fromkeys(counts))
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        raise UsageError(f"unexpected arguments {argv[1:]}; flags only (see --help)")
+    cli.flags_only(argv)
     for name in ("seconds", "warmup_s", "alone_s", "repeats"):
         if not FLAGS[name].value > 0:
             raise UsageError(f"--{name}={FLAGS[name].value}: must be > 0")

@@ -196,8 +196,7 @@ def markdown(rows: list[dict], wall_time_s: float, provenance_name: str) -> str:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        raise UsageError(f"unexpected arguments {argv[1:]}; flags only (see --help)")
+    cli.flags_only(argv)
     if FLAGS.transitions < 1_000:
         raise UsageError(f"--transitions={FLAGS.transitions}: must be >= 1000 (the marginal cost needs a fill)")
     config = benchmark_config(FLAGS.env, FLAGS.transitions)

@@ -356,8 +356,7 @@ def markdown(rows: list[dict[str, Any]], env_spec: str, config: dict[str, Any], 
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        raise UsageError(f"unexpected arguments {argv[1:]}; flags only (see --help)")
+    cli.flags_only(argv)
     sizes = [int(s) for s in FLAGS.sizes if s.isdigit()]
     if not sizes or len(sizes) < len(FLAGS.sizes) or min(sizes) < 2:
         raise UsageError(f"--sizes={','.join(FLAGS.sizes)}: need integers >= 2, e.g. 10000,100000")

@@ -153,6 +153,23 @@ def test_the_replay_benchmark_refuses_bad_sizes_before_measuring(sizes):
 
 
 @pytest.mark.parametrize(
+    ("module", "args", "message"),
+    [
+        ("impala.benchmark_vtrace", ["--repeats=0"], "--repeats"),  # It wrote NaN rows over vtrace.csv.
+        ("impala.benchmark_vtrace", ["again"], "unexpected arguments ['again']; flags only"),
+        ("impala.benchmark_throughput", ["--actors=1,x"], "--actors: 'x' is not a positive integer; expected e.g."),
+        ("impala.benchmark_throughput", ["--seconds=0"], "--seconds"),  # It divided by zero after the raw env.
+        ("reproduce.benchmarks.peers", ["sample_factory"], "unexpected arguments ['sample_factory']; flags only"),
+    ],
+)
+def test_a_benchmark_refuses_bad_input_before_measuring_and_keeps_its_results(module, args, message):
+    outputs = sorted((REPO / "results" / "impala" / "benchmarks").iterdir())
+    before = {path: path.read_bytes() for path in outputs if path.is_file()}
+    assert_one_line_usage_error(run(sys.executable, "-m", module, *args), message)
+    assert {path: path.read_bytes() for path in outputs if path.is_file()} == before
+
+
+@pytest.mark.parametrize(
     ("counts", "message"),
     [
         ("", "--envs_per_actor= names no count"),

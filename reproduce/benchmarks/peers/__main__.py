@@ -63,6 +63,7 @@ def peer_systems(window: measure.Window) -> tuple[list[measure.System], pathlib.
 
 
 def main(argv: list[str]) -> None:
+    cli.flags_only(argv)
     started = time.time()
     window = check_flags()
     out = chosen_dir("--out", FLAGS.out, "impala", "benchmarks")
