@@ -273,6 +273,7 @@ def test_the_agent_benchmark_reports_each_rates_median_over_the_rounds_and_its_r
     assert end["of_acting_bound"] == pytest.approx(200 / (1 / (1 / 1100 + 1 / 600)), abs=1e-3)
     assert b.rate_range(end) == "100–300" and b.rate_range({"agent_steps_per_s": 1.0}) == ""
     for rows, name in ((b.medians(runs), "medians.csv"), (b.run_rows(runs), "runs.csv")):  # Same columns in each row.
+        assert len({tuple(row) for row in rows}) == 1, {tuple(row) for row in rows}
         write_csv(tmp_path / name, rows)
         assert len(list(csv.DictReader(open(tmp_path / name)))) == len(rows)
 

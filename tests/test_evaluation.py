@@ -55,6 +55,34 @@ def test_batched_play_returns_each_envs_own_episodes(episodes, num_envs):
     assert len(set(returns)) > 1  # Catch's ball falls in different columns: a comparison that can differ.
 
 
+class UnevenEpisodes:
+    """A batch env whose env i plays episodes of i + 1 steps; an episode's return names its env and number."""
+
+    def __init__(self, num_envs: int):
+        self.steps, self.played = np.zeros(num_envs, int), np.zeros(num_envs, int)
+
+    def reset(self):
+        return np.zeros((len(self.steps), 1)), {}
+
+    def step(self, actions):
+        self.steps += 1
+        ended = self.steps == np.arange(1, len(self.steps) + 1)
+        rewards = np.where(ended, 100.0 * np.arange(len(self.steps)) + self.played, 0.0)
+        self.played += ended
+        self.steps[ended] = 0
+        return np.zeros((len(self.steps), 1)), rewards, ended, np.zeros_like(ended), {}
+
+    def close(self):
+        pass
+
+
+def test_batched_play_takes_each_envs_share_not_the_episodes_that_end_first(monkeypatch):
+    """Env 0's episodes are the shortest: taking episodes as they end would fill the quota with its games."""
+    monkeypatch.setattr(evaluation, "evaluation_env", lambda config, seed, task, num_envs: UnevenEpisodes(num_envs))
+    returns = evaluation.play(CATCH, Fixed(), episodes=7, seed=0, log_every_s=60.0, num_envs=3)
+    assert returns == [0.0, 1.0, 2.0, 100.0, 101.0, 200.0, 201.0]  # Shares 3, 2, 2: each env's first games.
+
+
 def test_impala_categorical_draws_follow_pi():
     """50,000 draws per row against pi: each frequency within 5 standard errors."""
     pi = np.array([[0.1, 0.2, 0.7, 0.0], [0.25, 0.25, 0.25, 0.25]])

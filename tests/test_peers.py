@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -96,9 +97,10 @@ def test_no_ratio_without_a_measured_run_of_both():
     assert report.ratio_line(rows, "sample_factory") == "**No ratio: sample_factory has no measured run.**"
 
 
-def _counter_command(frames_per_s: int) -> list[str]:
-    """A stand-in system: a frame counter growing with the clock, printed every 0.05 s until it is stopped."""
-    code = textwrap.dedent(f"""
+def _counter_command(frames_per_s: int, prelude: str = "") -> list[str]:
+    """A stand-in system: a frame counter growing with the clock, printed every 0.05 s until it is stopped;
+    `prelude` runs first."""
+    code = prelude + textwrap.dedent(f"""
         import time
         print("starting up")
         start = time.monotonic()
@@ -109,12 +111,28 @@ def _counter_command(frames_per_s: int) -> list[str]:
     return [sys.executable, "-c", code]
 
 
-def test_a_run_measures_its_window_then_stops_the_system():
-    system = _system("ours", "stand_in", lambda scratch: _counter_command(1000))
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (a killed orphan waits for init to reap it)."""
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_run_measures_its_window_then_stops_the_system_and_the_processes_it_started(tmp_path):
+    """As sample-factory's workers: a child of the system, which its Ctrl-C alone would leave running."""
+    pid_file = tmp_path / "worker.pid"
+    worker = f"import subprocess; open({str(pid_file)!r}, 'w').write(str(subprocess.Popen(['sleep', '600']).pid))\n"
+    system = _system("ours", "stand_in", lambda scratch: _counter_command(1000, prelude=worker))
     result = measure.measure(system, measure.Window(warmup_s=0.2, seconds=1.0, startup_timeout_s=30.0))
     assert result.note == "" and result.window_s >= 1.0
     # The counter's slope, give or take when its lines arrive on a busy machine.
     assert 500 < result.frames_per_s < 2000
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(pid)
 
 
 def test_a_system_that_exits_early_is_a_run_without_a_rate():
@@ -149,13 +167,30 @@ def test_a_peer_that_cannot_be_installed_is_one_line_and_exit_2(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("flag", "accepted"),
-    [("--peer=rllib", "sample_factory"), ("--peer_configs=gym_2x32,seed_rl", "envpool_2x32, gym_2x32")],
+    ("flag", "fragments"),
+    [
+        ("--peer=rllib", ["rllib", "sample_factory"]),
+        ("--peer_configs=gym_2x32,seed_rl", ["seed_rl", "envpool_2x32, gym_2x32"]),
+        ("--runs=0", ["--runs must be >= 1"]),
+        ("--seconds=0", ["--seconds and --startup_timeout > 0"]),
+        ("--warmup=-1", ["--warmup >= 0"]),
+    ],
 )
-def test_an_unknown_peer_or_configuration_is_one_line_naming_the_accepted(flag, accepted, tmp_path):
+def test_an_unknown_peer_or_configuration_is_one_line_naming_the_accepted(flag, fragments, tmp_path):
     result = _peers(flag, f"--peer_dir={tmp_path}", f"--out={tmp_path / 'out'}")
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
-    assert accepted in result.stderr and "Traceback" not in result.stderr
+    assert all(fragment in result.stderr for fragment in fragments) and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_edited_pin_file_reinstalls_the_peers_venv(tmp_path):
+    """A stamp from other pins is not reused: pip runs (here with a base python that does not exist)."""
+    directory = tmp_path / "sample_factory"
+    directory.mkdir()
+    requirements = venv.REQUIREMENTS / "sample_factory.txt"
+    (directory / f".installed-{requirements.name}").write_text(requirements.read_text() + "torch==0.0.1\n")
+    with pytest.raises(venv.PeerUnavailableError):
+        venv.ensure("sample_factory", directory, base_python=str(tmp_path / "no_python"))
 
 
 def test_a_stamped_venv_is_reused_without_running_pip(tmp_path):

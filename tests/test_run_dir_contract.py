@@ -585,7 +585,8 @@ def test_a_start_holds_its_run_directory_until_it_fails(tmp_path):
     check = "import pathlib, sys; from common import run_dir; run_dir.check_not_in_use(pathlib.Path(sys.argv[1]))"
     free = [sys.executable, "-c", check, str(path)]
     with run_dir_lib.starting(path, PRESETS["toy"], resume=False, overwrite=False):
-        assert subprocess.run(free, cwd=REPO, capture_output=True).returncode != 0
+        held = subprocess.run(free, cwd=REPO, capture_output=True, text=True)
+        assert held.returncode != 0 and "is in use" in held.stderr, held.stderr
         run_dir_lib.check_not_in_use(path)  # This process's own run.
     with pytest.raises(RuntimeError):
         with run_dir_lib.starting(path, PRESETS["toy"], resume=True, overwrite=False):

@@ -167,9 +167,10 @@ def test_a_failed_start_removes_what_it_created(tmp_path):
 def test_a_run_directory_that_is_a_file_is_refused_and_kept(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("mine")
-    for resume in (False, True):
+    for resume, overwrite in ((False, False), (True, False), (False, True)):
         with pytest.raises(UsageError, match=f"run directory {path} is a file, not a directory"):
-            run_dir.check(path, resume=resume, overwrite=False)
+            with run_dir.starting(path, PRESETS["toy"], resume=resume, overwrite=overwrite):
+                pass
     assert path.read_text() == "mine"
 
 
@@ -185,9 +186,10 @@ def test_overwrite_refuses_a_directory_that_holds_no_run_and_keeps_it(tmp_path):
     empty.mkdir()
     with run_dir.starting(empty, PRESETS["toy"], resume=False, overwrite=True):
         pass  # An empty directory holds nothing to lose.
+    (empty / "episodes.csv").write_text("the first run's")
     with run_dir.starting(empty, PRESETS["toy"], resume=False, overwrite=True):
         pass  # A run's directory is replaced.
-    assert (empty / "config.json").exists()
+    assert [p.name for p in empty.iterdir()] == ["config.json"]
 
 
 def test_a_failed_resume_leaves_the_run_as_it_was(tmp_path):
@@ -297,10 +299,10 @@ class ScriptedLearner(tf.Module):
         self.extra_saves += 1
 
 
-def run_loop(path, learner, total_frames):
+def run_loop(path, learner, total_frames, checkpoint_every_s=0.0):
     path.mkdir(exist_ok=True)
     record = run_dir.RunRecord(path, PRESETS["toy"], "all")
-    return loop.run(learner, path, loop.Settings(total_frames, 0.0, 0.0), record)
+    return loop.run(learner, path, loop.Settings(total_frames, checkpoint_every_s, 0.0), record)
 
 
 def test_loop_trains_to_the_budget_and_resumes_with_its_statistics(tmp_path):
@@ -333,7 +335,7 @@ class LazyLearner(ScriptedLearner):
 
     def start(self):
         super().start()
-        self.count = int(self.counter.numpy())
+        self.count = self.started_at = int(self.counter.numpy())
 
     def step(self):
         self.count += 1
@@ -350,7 +352,7 @@ def test_the_loop_calls_before_save_before_each_checkpoint_it_resumes_from(tmp_p
     assert first.before_saves >= 1  # Not for checkpoint 0: nothing has run yet.
     resumed = LazyLearner()
     assert run_loop(tmp_path, resumed, total_frames=100) == 0
-    assert resumed.steps == 10  # Restored at step 5 (written by before_save), then 5 more.
+    assert resumed.started_at == 5 and resumed.steps == 10  # Restored at step 5 (written by before_save).
 
 
 class SignalledLearner(ScriptedLearner):
@@ -370,7 +372,8 @@ class SignalledLearner(ScriptedLearner):
 def test_a_signalled_run_saves_and_exits_128_plus_the_signal(tmp_path, signum, status):
     """Not 0: a script must tell a stopped run (checkpoint, no final.json) from a finished one."""
     learner, before = SignalledLearner(signum), signal.getsignal(signum)
-    assert run_loop(tmp_path, learner, total_frames=1000) == status
+    # No timed checkpoint within the run: the last one is the stop's own.
+    assert run_loop(tmp_path, learner, total_frames=1000, checkpoint_every_s=3600.0) == status
     assert status in INTERRUPTED_EXIT_CODES
     assert checkpoint_steps(tmp_path)[-1] == learner.steps < 100 and not (tmp_path / "final.json").exists()
     assert signal.getsignal(signum) is before  # The loop's handlers are gone.
