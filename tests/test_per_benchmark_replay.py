@@ -110,3 +110,10 @@ def check_the_report_judges_the_target_and_says_where_the_floor_stands():
     assert "| 100,000 | Reverb API floor | 400.0 | 5.71 |  | 400.0 |  |  |  |  |" in text
     assert "Reverb proportional is 11.43x cpprb: it misses the issue's target of 3x." in text
     assert "Reverb's API floor is 400.0 µs, 5.71x cpprb: above the target on its own." in text
+    fast = [row("proportional", 140.0), row("cpprb", 70.0), row("floor", 105.0)]  # 2.00x and 1.50x.
+    text = benchmark_replay.markdown(fast, "minatar:breakout", config, 10.0)
+    assert "Reverb proportional is 2.00x cpprb: it meets the issue's target of 3x." in text
+    assert "Reverb's API floor is 105.0 µs, 1.50x cpprb: within the target on its own." in text
+    alone = [{**row("proportional", 800.0), "ratio_to_cpprb": ""}]  # No cpprb measured: no ratio, no verdict.
+    text = benchmark_replay.markdown(alone, "minatar:breakout", config, 10.0)
+    assert "| 100,000 | Reverb proportional | 800.0 | n/a |" in text and "target" not in text

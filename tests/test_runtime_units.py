@@ -21,7 +21,7 @@ import tensorflow as tf
 from processes import checkpoint_steps
 
 from common import config as config_lib
-from common import launch, loop, networks, run_dir
+from common import evaluation, launch, loop, networks, run_dir
 from common.errors import UsageError
 from common.reverb import adders, datasets, server, tables
 from common.schedules import LinearSchedule
@@ -58,11 +58,44 @@ def test_resolve_applies_only_what_was_given():
         # NaN passes every range check (NaN < 0 is false), so it is refused as it is parsed.
         ({"overrides": ("learning_rate=nan",)}, "option learning_rate='nan': expected a finite number"),
         ({"overrides": ("max_grad_norm=inf",)}, "option max_grad_norm='inf': expected a finite number"),
+        ({"overrides": ("use_lstm=maybe",)}, "option use_lstm='maybe': expected true or false"),
+        ({"overrides": ("batch_size",)}, "bad option 'batch_size': expected NAME=VALUE"),
+        (
+            {"frames": 2e6, "overrides": ("total_frames=3e6",)},
+            "--frames and --config_override total_frames=.* disagree",
+        ),
     ],
 )
 def test_resolve_rejects_what_it_cannot_run(request_fields, message):
     with pytest.raises(UsageError, match=message):
         resolve(**request_fields)
+
+
+def test_resume_refuses_a_config_file():
+    with pytest.raises(UsageError, match="--resume runs the run's own config.json; drop --config"):
+        config_lib.resume(PRESETS["minatar"], Request(config_file="other.json"), PRESETS, "c")
+
+
+def test_run_directory_checks_name_the_flag_at_fault(tmp_path):
+    with pytest.raises(UsageError, match="--resume and --overwrite exclude each other"):
+        run_dir.check(tmp_path, resume=True, overwrite=True)
+    with pytest.raises(UsageError, match=f"--resume: {tmp_path} holds no run \\(no config.json\\)"):
+        run_dir.check(tmp_path, resume=True, overwrite=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "episodes", "envs", "message"),
+    [
+        (["evaluate"], 10, 8, "expected one run directory: python -m per.evaluate RUN_DIR"),
+        (["evaluate", "a", "b"], 10, 8, "expected one run directory"),
+        (["evaluate", "run"], 0, 8, "--episodes=0: must be >= 1"),
+        (["evaluate", "run"], 10, 0, "--envs=0: must be >= 1"),
+    ],
+)
+def test_an_evaluation_refuses_bad_arguments(argv, episodes, envs, message):
+    with pytest.raises(UsageError, match=message):
+        evaluation.run_directory(argv, "per.evaluate", episodes, envs)
 
 
 def test_env_options_follow_the_env_family():
@@ -162,6 +195,13 @@ def test_a_failed_start_removes_what_it_created(tmp_path):
     assert json.loads((path / "config.json").read_text())["env"] == "toy:catch"
     with pytest.raises(UsageError, match="already exists; pass --resume"):
         run_dir.check(path, resume=False, overwrite=False)
+    mine = tmp_path / "mine"  # An empty directory of the user's: kept, and left empty.
+    mine.mkdir()
+    with pytest.raises(RuntimeError):
+        with run_dir.starting(mine, PRESETS["toy"], resume=False, overwrite=False):
+            assert (mine / "config.json").exists()
+            raise RuntimeError("the learner could not be built")
+    assert mine.is_dir() and list(mine.iterdir()) == []
 
 
 def test_a_run_directory_that_is_a_file_is_refused_and_kept(tmp_path):
