@@ -160,10 +160,13 @@ def test_the_replay_benchmark_refuses_bad_sizes_before_measuring(sizes):
         ("impala.benchmark_throughput", ["--actors=1,x"], "--actors: 'x' is not a positive integer; expected e.g."),
         ("impala.benchmark_throughput", ["--seconds=0"], "--seconds"),  # It divided by zero after the raw env.
         ("reproduce.benchmarks.peers", ["sample_factory"], "unexpected arguments ['sample_factory']; flags only"),
+        ("per.benchmark_memory", ["--transitions=10"], "--transitions=10: must be >= 1000"),
+        ("per.benchmark_agent", ["--seconds=0"], "--seconds=0.0: must be > 0"),
     ],
 )
 def test_a_benchmark_refuses_bad_input_before_measuring_and_keeps_its_results(module, args, message):
-    outputs = sorted((REPO / "results" / "impala" / "benchmarks").iterdir())
+    agent = "per" if module.startswith("per.") else "impala"  # The peers' results are IMPALA's.
+    outputs = sorted((REPO / "results" / agent / "benchmarks").iterdir())
     before = {path: path.read_bytes() for path in outputs if path.is_file()}
     assert_one_line_usage_error(run(sys.executable, "-m", module, *args), message)
     assert {path: path.read_bytes() for path in outputs if path.is_file()} == before
