@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
+import re
 import subprocess
 import sys
 from typing import Callable, Sequence
@@ -83,9 +84,15 @@ def run_cases(
     return {tuple(case): (outcome, run_dir) for case, outcome, run_dir in zip(cases, outcomes, run_dirs)}
 
 
+# What TensorFlow and Reverb's native code may print on stderr before a Python error: not the program's words.
+NATIVE_LOG = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IW] tensorflow/|To enable the following instructions|\[reverb/)"
+)
+
+
 def assert_one_line_error(result: Outcome | subprocess.CompletedProcess, *fragments: str) -> None:
-    """Exit status 2, no traceback, and one line of stderr with "error" that holds every fragment."""
-    lines = [line for line in result.stderr.splitlines() if "error" in line]
+    """Exit status 2, no traceback, and one line of stderr, besides native logs, that holds every fragment."""
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not NATIVE_LOG.match(line)]
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     assert len(lines) == 1, result.stderr
