@@ -171,6 +171,13 @@ def test_reverb_rank_based_sampling_matches_rank_power_law(alpha, make_replay):
     assert_frequencies_match(sample_counts(buffer, n), expected_probabilities(config, td))
 
 
+def recording_reranks(buffer, value):
+    """Makes `buffer.rerank` note `value()` each time it runs; returns the notes, in order."""
+    reranks, rerank = [], buffer.rerank
+    buffer.rerank = lambda: reranks.append(value()) or rerank()
+    return reranks
+
+
 def documented_rank_priorities(batches, table_size, alpha):
     """{key: p^alpha} after `batches` of (keys, |delta|) updates, from `RankTracker`'s docstring alone.
 
@@ -199,9 +206,7 @@ def test_reverb_rank_based_sampling_follows_ranks_with_the_default_rerank_interv
     fill(buffer, n)
     keys = keys_by_item(buffer, n)
     td = np.random.default_rng(4).permutation(np.linspace(0.1, 5.0, n))
-    reranks = []
-    rerank = buffer.rerank
-    buffer.rerank = lambda: reranks.append(len(buffer._rank._delta)) or rerank()
+    reranks = recording_reranks(buffer, lambda: len(buffer._rank._delta))
     batches = [(keys[i : i + 2].tolist(), td[i : i + 2].tolist()) for i in range(0, n, 2)]
     for batch_keys, batch_td in batches:
         buffer.update(np.array(batch_keys, np.uint64), np.array(batch_td))
@@ -244,9 +249,7 @@ def test_rank_based_replay_reranks_every_rerank_interval_updates(make_replay):
     fill(buffer, n)
     keys = keys_by_item(buffer, n)
     buffer.update(keys, np.linspace(0.1, 5.0, n))  # The first snapshot (it was stale): counts restart.
-    reranks = []
-    rerank = buffer.rerank
-    buffer.rerank = lambda: reranks.append(buffer._updates) or rerank()
+    reranks = recording_reranks(buffer, lambda: buffer._updates)
     for update in range(1, 8):
         buffer.update(keys[:5], np.full(5, float(update)))  # 5 updates per call, never stale.
         assert reranks == [interval] * (update // 5), update
