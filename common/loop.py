@@ -17,7 +17,6 @@ import json
 import math
 import pathlib
 import sys
-import threading
 import time
 from typing import Any, NamedTuple, Protocol, Sequence
 
@@ -109,7 +108,7 @@ def run(
     episodes = run_dir.EpisodeLog(directory, tasks=config.tasks, resumed_at=learner.frames)
     writer = run_dir.summary_writer(directory)
     progress = run_dir.Progress(config.total_frames, config.log_every_s)
-    stop, received = threading.Event(), []
+    received: list[int] = []  # The stop signals that came; the loop stops once there is one.
     last_checkpoint = time.monotonic()
 
     def save() -> None:
@@ -118,16 +117,19 @@ def run(
         learner.save_extra()
         record.update(learner.frames)  # A resume's budget may not fall below it (`common.launch`).
 
-    def request_stop(signum: int, _) -> None:  # Only sets `stop`: raising could land inside a C++ call.
+    def request_stop(signum: int, _) -> None:
+        # Raising could land inside a C++ call. Nor may it take a lock, as
+        # `threading.Event.set` does: a second signal (Ctrl-C reaches a study
+        # driver's run and the driver, which hands it a SIGTERM) runs this
+        # handler again while the first holds the lock, and the run hangs.
         received.append(signum)
-        stop.set()
 
     status, metrics = 0, {}
     with on_stop_signals(request_stop):
         try:
-            while learner.frames < config.total_frames and not stop.is_set():
+            while learner.frames < config.total_frames and not received:
                 result = learner.step()
-                if result is None:  # Nothing to learn from yet; look at `stop` again.
+                if result is None:  # Nothing to learn from yet; look for a stop signal again.
                     continue
                 metrics = result.metrics
                 if not math.isfinite(metrics["loss"]):
@@ -145,7 +147,7 @@ def run(
             if metrics and progress.logged_frames != learner.frames:
                 _log(progress, learner, metrics, episodes, writer)  # Log and TensorBoard end where the run did.
             save()
-            if stop.is_set():
+            if received:
                 print(f"interrupted: saved checkpoint at step {learner.steps}; continue with --resume", flush=True)
                 status = 128 + received[0]
             else:

@@ -419,6 +419,55 @@ def test_a_signalled_run_saves_and_exits_128_plus_the_signal(tmp_path, signum, s
     assert signal.getsignal(signum) is before  # The loop's handlers are gone.
 
 
+def blocked_reentries(handler, signum) -> list[str]:
+    """Calls the signal handler `handler`, and at each call it makes runs it again, as a second signal
+    arriving there would; the calls where that second run could not finish (deadlocked) within 5 s.
+
+    The second run is on another thread so that a deadlock shows as a timeout, not a hung test: a
+    non-reentrant lock that the first run holds blocks it on any thread.
+    """
+    blocked, inside = [], []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code is handler.__code__:
+            inside.append(frame)
+        elif event == "return" and inside and frame is inside[-1]:
+            inside.pop()
+        elif event in ("call", "c_call") and inside:
+            sys.setprofile(None)
+            second = threading.Thread(target=handler, args=(signum, None), daemon=True)
+            second.start()
+            second.join(5.0)
+            if second.is_alive():
+                blocked.append(getattr(arg, "__qualname__", None) or frame.f_code.co_qualname)
+            sys.setprofile(profile)
+
+    sys.setprofile(profile)
+    try:
+        handler(signum, None)
+    finally:
+        sys.setprofile(None)
+    return blocked
+
+
+class TwiceSignalledLearner(ScriptedLearner):
+    """At step 3, a SIGTERM whose handling a second SIGTERM interrupts at each point it can."""
+
+    def step(self):
+        if self.steps == 2:
+            self.blocked = blocked_reentries(signal.getsignal(signal.SIGTERM), signal.SIGTERM)
+        return super().step()
+
+
+def test_a_second_signal_while_the_first_is_handled_neither_hangs_nor_loses_the_stop(tmp_path):
+    """Ctrl-C reaches a study driver and its run, and the driver hands the run a SIGTERM too: the run
+    gets two signals at once. A handler that took a lock (as `threading.Event.set` does) hung there."""
+    learner = TwiceSignalledLearner()
+    assert run_loop(tmp_path, learner, total_frames=1000, checkpoint_every_s=3600.0) == 128 + signal.SIGTERM
+    assert list(learner.blocked) == []
+    assert checkpoint_steps(tmp_path)[-1] == learner.steps == 3
+
+
 # A training run as `run_to_completion` sees it: it says it is ready, saves on a signal and exits 128 + it.
 STOPPABLE_RUN = """
 import pathlib, signal, sys, time
