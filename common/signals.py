@@ -19,6 +19,17 @@ INTERRUPTED_EXIT_CODES = tuple(128 + signum for signum in STOP_SIGNALS)
 Handler = Callable[[int, object], None]
 
 
+def exit_status(returncode: int) -> int:
+    """A child process's exit status as a shell reports it: 128 + N where signal N ended it.
+
+    `subprocess` gives -N for a child that a signal ended. A training run
+    that Ctrl-C or SIGTERM reaches before it installs its handler (while it
+    imports TensorFlow, say) ends that way, and a driver must tell that stop
+    (130, 143) from a failure, as it does for a run that saved and exited.
+    """
+    return 128 - returncode if returncode < 0 else returncode
+
+
 @contextlib.contextmanager
 def on_stop_signals(handler: Handler) -> Iterator[None]:
     """Within the block, Ctrl-C and SIGTERM call `handler`; the handlers it replaced come back after it."""

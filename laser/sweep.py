@@ -42,7 +42,7 @@ from common import config as config_lib
 from common.errors import UsageError
 from common.networks import check_fits_env
 from common.reverb import server as reverb_server
-from common.signals import INTERRUPTED_EXIT_CODES, StopRequested, raise_on_stop_signals
+from common.signals import INTERRUPTED_EXIT_CODES, StopRequested, exit_status, raise_on_stop_signals
 from laser import agent
 from laser.config import MAX_SWEEP, PRESETS, LaserConfig, sweep_members
 
@@ -176,8 +176,9 @@ def run_sweep(directory: pathlib.Path, configs: list[LaserConfig], saved: bool) 
     rows = summarise(directory, configs)
     for row in rows:
         print("  ".join(f"{k} {v}" for k, v in row.items()), flush=True)
-    interrupted = {m: p.returncode for m, p in learners.items() if p.returncode in INTERRUPTED_EXIT_CODES}
-    failed = [m for m, p in learners.items() if p.returncode not in (0, *INTERRUPTED_EXIT_CODES)]
+    statuses = {member: exit_status(process.returncode) for member, process in learners.items()}
+    interrupted = {m: status for m, status in statuses.items() if status in INTERRUPTED_EXIT_CODES}
+    failed = [m for m, status in statuses.items() if status not in (0, *INTERRUPTED_EXIT_CODES)]
     if failed:
         logs = ", ".join(str(directory / "logs" / f"member_{m}" / "learner.log") for m in failed)
         print(f"error: member(s) {failed} failed; see {logs}", file=sys.stderr)

@@ -39,7 +39,7 @@ import numpy as np
 from common import config as config_lib
 from common import run_dir as run_dir_lib
 from common.errors import UsageError
-from common.signals import INTERRUPTED_EXIT_CODES, on_stop_signals
+from common.signals import INTERRUPTED_EXIT_CODES, exit_status, on_stop_signals
 from reproduce import REPO_ROOT
 
 # Flags of a training command that name where it runs, not what it trains.
@@ -205,9 +205,9 @@ class _Together:
         """Takes the commands that have exited; the names of those that succeeded. A failure stops the rest."""
         succeeded = []
         for name, (process, output) in list(self._running.items()):
-            status = process.poll()
-            if status is None:
+            if process.poll() is None:
                 continue
+            status = exit_status(process.returncode)
             output.join()  # Its last lines, before anything is said of it.
             with self._lock:
                 del self._running[name]
@@ -796,7 +796,7 @@ def run_to_completion(command: list[str], run_dir: pathlib.Path, finished: Calla
     process = subprocess.Popen(command, cwd=REPO_ROOT)
     # A terminal's Ctrl-C reaches the run twice, from the terminal and from here; its second changes nothing.
     with on_stop_signals(lambda signum, _: process.send_signal(signum)):
-        status = process.wait()
+        status = exit_status(process.wait())
     if status and status not in INTERRUPTED_EXIT_CODES:
         print(f"error: training {run_dir} failed with exit status {status}", file=sys.stderr, flush=True)
         sys.exit(status)

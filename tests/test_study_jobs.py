@@ -40,6 +40,10 @@ RUN = textwrap.dedent("""
     print(f"training {run_dir.name}", flush=True)
     if behaviour == "fail":
         sys.exit(3)
+    if behaviour == "starting":  # No handler yet, as a run still importing TensorFlow: the signal ends it.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        behaviour = "forever"
     if behaviour == "forever":  # Until stopped; a minute at most, so a test fails rather than hangs.
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -114,27 +118,33 @@ def test_a_finished_run_is_summarised_without_training(tmp_path, monkeypatch):
     assert done == ["a", "b"] and not (tmp_path / "a.most").exists()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_stop_signal_to_the_study_reaches_every_run_and_says_how_to_resume(tmp_path, signum):
-    behaviours = {"a": ["forever"], "b": ["forever"], "c": ["finish"]}
+def stopped_study(tmp_path, behaviours: dict[str, list[str]], parallel: int, started: tuple[str, ...], signum):
+    """A study of stand-in runs, in its own process, given `signum` once the runs `started` have; its output."""
     script = textwrap.dedent(f"""
         import pathlib, sys
         from reproduce import _runs
         from tests import test_study_jobs as t
         _runs.training_command = t.stand_in({behaviours!r})
         tmp = pathlib.Path({str(tmp_path)!r})
-        _runs.train_jobs("per.train", t.jobs_in(tmp, {list(behaviours)!r}), lambda *_: None, parallel=2)
+        _runs.train_jobs("per.train", t.jobs_in(tmp, {list(behaviours)!r}), lambda *_: None, parallel={parallel})
     """)
     process = subprocess.Popen(
         [sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
     deadline = time.time() + 60
-    while not all((tmp_path / f"{name}.most").exists() for name in ("a", "b")):
+    while not all((tmp_path / f"{name}.most").exists() for name in started):
         assert time.time() < deadline and process.poll() is None, "the runs did not start"
         time.sleep(0.05)
     process.send_signal(signum)  # To the study alone, not its process group.
     output, _ = process.communicate(timeout=60)
+    return process, output
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_to_the_study_reaches_every_run_and_says_how_to_resume(tmp_path, signum):
+    behaviours = {"a": ["forever"], "b": ["forever"], "c": ["finish"]}
+    process, output = stopped_study(tmp_path, behaviours, 2, ("a", "b"), signum)
     assert process.returncode == 128 + signum, output
     assert all((tmp_path / f"{name}.stopped").read_text() == str(int(signum)) for name in ("a", "b"))
     assert not (tmp_path / "c.most").exists()
@@ -144,3 +154,15 @@ def test_a_stop_signal_to_the_study_reaches_every_run_and_says_how_to_resume(tmp
         "run this same command again to resume (it passes --resume to each run itself)"
     )
     assert "Traceback" not in output
+
+
+@pytest.mark.parametrize("signum, parallel", [(signal.SIGINT, 1), (signal.SIGTERM, 2)])
+def test_a_run_the_signal_ends_before_it_can_save_was_stopped_not_failed(tmp_path, signum, parallel):
+    """A run still starting has no handler yet, and dies of the signal (subprocess's status -N): the study
+    says it was interrupted and exits 128 + N, as for a run that saved. It said "failed with exit status -N"."""
+    behaviours = {"a": ["starting"], "b": ["forever"]}
+    process, output = stopped_study(tmp_path, behaviours, parallel, ("a", "b")[:parallel], signum)
+    assert process.returncode == 128 + signum, output
+    assert "error" not in output and "failed" not in output, output
+    (interrupted,) = [line for line in output.splitlines() if line.startswith("interrupted:")]
+    assert interrupted.startswith(f"interrupted: {tmp_path / 'a'}"), interrupted
