@@ -199,6 +199,8 @@ class _Together:
                 output.start()
                 self._running[name] = (process, output)
                 self.started.append(name)
+                if self.status:  # A stop handled since the start, before `_signal` could see this run.
+                    process.send_signal(self.status - 128)
             return bool(self._running)
 
     def _exited(self) -> list[str]:

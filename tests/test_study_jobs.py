@@ -166,3 +166,21 @@ def test_a_run_the_signal_ends_before_it_can_save_was_stopped_not_failed(tmp_pat
     assert "error" not in output and "failed" not in output, output
     (interrupted,) = [line for line in output.splitlines() if line.startswith("interrupted:")]
     assert interrupted.startswith(f"interrupted: {tmp_path / 'a'}"), interrupted
+
+
+def test_a_stop_handled_while_a_run_starts_reaches_that_run(tmp_path, monkeypatch):
+    """The handler may run between a run's start and its registration, where `stop` could not see it."""
+    (run,) = jobs_in(tmp_path, ["a"]).values()
+    together = _runs._Together({"a": stand_in({"a": ["forever"]})("per.train", run[0], run[1])}, parallel=1)
+    popen = subprocess.Popen
+
+    def start_then_stop(*args, **kwargs):
+        process = popen(*args, **kwargs)
+        together.stop(signal.SIGTERM)
+        return process
+
+    monkeypatch.setattr(_runs.subprocess, "Popen", start_then_stop)
+    started = time.monotonic()
+    assert list(together.run()) == []
+    assert together.failure is None and together.status == 128 + signal.SIGTERM
+    assert time.monotonic() - started < 30  # Not the stand-in's minute: it was stopped.
