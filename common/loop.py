@@ -103,8 +103,6 @@ def run(
         manager.save(checkpoint_number=0)
     record.start(learner.frames, config.total_frames)
     learner.start()
-    if actors is not None:
-        actors.start()
     episodes = run_dir.EpisodeLog(directory, tasks=config.tasks, resumed_at=learner.frames)
     writer = run_dir.summary_writer(directory)
     progress = run_dir.Progress(config.total_frames, config.log_every_s)
@@ -127,6 +125,8 @@ def run(
     status, metrics = 0, {}
     with on_stop_signals(request_stop):
         try:
+            if actors is not None:  # Within the handler and the `finally`: a stop as they start stops them.
+                actors.start()
             while learner.frames < config.total_frames and not received:
                 result = learner.step()
                 if result is None:  # Nothing to learn from yet; look for a stop signal again.

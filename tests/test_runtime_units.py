@@ -468,6 +468,43 @@ def test_a_second_signal_while_the_first_is_handled_neither_hangs_nor_loses_the_
     assert checkpoint_steps(tmp_path)[-1] == learner.steps == 3
 
 
+class SignalledActors:
+    """Actor processes that a Ctrl-C reaches as they start; records whether they were stopped."""
+
+    restarts = 0
+
+    def __init__(self):
+        self.stopped = False
+
+    def start(self):
+        os.kill(os.getpid(), signal.SIGINT)
+
+    def stop(self):
+        self.stopped = True
+
+
+class UnhandledStopError(Exception):
+    pass
+
+
+def test_a_stop_as_the_actors_start_saves_and_stops_them(tmp_path):
+    """Actor processes run in sessions of their own: a stop the loop did not handle would leave them running."""
+
+    def interrupted(signum, _):
+        raise UnhandledStopError  # What reaches a run's main thread outside the loop's handler.
+
+    learner, actors, before = ScriptedLearner(), SignalledActors(), signal.signal(signal.SIGINT, interrupted)
+    try:
+        path = tmp_path / "run"
+        path.mkdir()
+        record = run_dir.RunRecord(path, PRESETS["toy"], "all")
+        status = loop.run(learner, path, loop.Settings(1000, 3600.0, 0.0), record, actors)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert status == 128 + signal.SIGINT and actors.stopped
+    assert learner.steps == 0 and checkpoint_steps(path) == [0]
+
+
 # A training run as `run_to_completion` sees it: it says it is ready, saves on a signal and exits 128 + it.
 STOPPABLE_RUN = """
 import pathlib, signal, sys, time
