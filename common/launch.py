@@ -268,6 +268,9 @@ class ActorSupervisor:
         self._processes: dict[int, subprocess.Popen] = {}
         self._incarnations = dict.fromkeys(range(num_actors), 0)
         self._stopping = threading.Event()
+        # The watcher's check and restart, and `stop` setting `_stopping`: one or the other, so
+        # that no actor starts after `stop` has terminated the others.
+        self._restarting = threading.Lock()
         self.restarts = 0
 
     def start(self) -> None:
@@ -290,7 +293,9 @@ class ActorSupervisor:
     def _watch(self) -> None:
         while not self._stopping.wait(1.0):
             for actor_id, process in list(self._processes.items()):
-                if process.poll() is not None and not self._stopping.is_set():
+                with self._restarting:
+                    if process.poll() is None or self._stopping.is_set():
+                        continue
                     print(
                         f"actor {actor_id} (pid {process.pid}) exited with {process.returncode}; restarting",
                         flush=True,
@@ -300,7 +305,8 @@ class ActorSupervisor:
                     self._start(actor_id)
 
     def stop(self) -> None:
-        self._stopping.set()
+        with self._restarting:
+            self._stopping.set()
         for process in self._processes.values():
             process.terminate()
         for process in self._processes.values():

@@ -579,6 +579,37 @@ def test_actor_processes_seed_by_actor_restart_and_start(monkeypatch, tmp_path):
     assert [c[-1] for c in commands] == ["--segment=3", "--segment=3"]
 
 
+def test_an_actor_restarting_as_the_supervisor_stops_is_stopped_too(tmp_path):
+    """The watcher saw a dead actor and is starting its successor when `stop` comes: that one must end too."""
+    restarting, proceed, started = threading.Event(), threading.Event(), []
+
+    class Supervisor(launch.ActorSupervisor):
+        def _start(self, actor_id):
+            if self._incarnations[actor_id]:  # The restart: `stop` comes now.
+                restarting.set()
+                proceed.wait(10)
+            started.append(subprocess.Popen(["sleep", "60"], start_new_session=True))
+            self._processes[actor_id] = started[-1]
+
+    supervisor = Supervisor("per.train", tmp_path / "config.json", "localhost:1", 1, tmp_path)
+    try:
+        supervisor.start()
+        started[0].kill()
+        assert restarting.wait(10)
+        stopping = threading.Thread(target=supervisor.stop)
+        stopping.start()
+        time.sleep(0.5)  # `stop` runs while the successor starts.
+        proceed.set()
+        stopping.join(30)
+        time.sleep(0.5)
+        assert len(started) == 2 and all(process.poll() is not None for process in started)
+    finally:
+        proceed.set()
+        for process in started:
+            process.kill()
+            process.wait()
+
+
 class FakeProcess:
     pid = 0
 
