@@ -64,7 +64,37 @@ def raise_on_stop_signals() -> None:
     def handler(signum: int, _) -> None:
         for stop_signal in STOP_SIGNALS:
             signal.signal(stop_signal, signal.SIG_IGN)
+        if _deferred.depth:
+            _deferred.signals.append(signum)
+            return
         raise StopRequested(signum)
 
     for signum in STOP_SIGNALS:
         signal.signal(signum, handler)
+
+
+class _Deferred:
+    def __init__(self):
+        self.depth = 0  # Nested `stops_deferred` blocks now running.
+        self.signals: list[int] = []  # The stop that came within them.
+
+
+_deferred = _Deferred()
+
+
+@contextlib.contextmanager
+def stops_deferred() -> Iterator[None]:
+    """Within the block, the stop `raise_on_stop_signals` raises waits for the block's end.
+
+    For a driver's start of a child process and its record of it, which must
+    happen both or neither: raised between the two, the stop would reach every
+    child the driver knows of, and not the one it just started, which runs on
+    in a session of its own.
+    """
+    _deferred.depth += 1
+    try:
+        yield
+    finally:
+        _deferred.depth -= 1
+    if not _deferred.depth and _deferred.signals:
+        raise StopRequested(_deferred.signals.pop())

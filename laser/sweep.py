@@ -42,7 +42,13 @@ from common import config as config_lib
 from common.errors import UsageError
 from common.networks import check_fits_env
 from common.reverb import server as reverb_server
-from common.signals import INTERRUPTED_EXIT_CODES, StopRequested, exit_status, raise_on_stop_signals
+from common.signals import (
+    INTERRUPTED_EXIT_CODES,
+    StopRequested,
+    exit_status,
+    raise_on_stop_signals,
+    stops_deferred,
+)
 from laser import agent
 from laser.config import MAX_SWEEP, PRESETS, LaserConfig, sweep_members
 
@@ -158,12 +164,14 @@ def run_sweep(directory: pathlib.Path, configs: list[LaserConfig], saved: bool) 
     raise_on_stop_signals()
     try:
         for config in configs:
-            start_member(directory, config, address, learners, supervisors)
+            with stops_deferred():  # A stop now must find the member's learner and actors recorded.
+                start_member(directory, config, address, learners, supervisors)
         while any(p.poll() is None for p in learners.values()):
             time.sleep(1.0)
             for member, process in learners.items():
                 if process.poll() is not None and member in supervisors:
-                    supervisors.pop(member).stop()
+                    with stops_deferred():  # Popped, the supervisor is stopped by no one else.
+                        supervisors.pop(member).stop()
     except StopRequested as request:  # Each learner saves a checkpoint and stops; wait for that.
         stop = request
         for process in learners.values():

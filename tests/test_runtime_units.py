@@ -25,7 +25,13 @@ from common import evaluation, launch, loop, networks, run_dir
 from common.errors import UsageError
 from common.reverb import adders, datasets, server, tables
 from common.schedules import LinearSchedule
-from common.signals import INTERRUPTED_EXIT_CODES
+from common.signals import (
+    INTERRUPTED_EXIT_CODES,
+    STOP_SIGNALS,
+    StopRequested,
+    raise_on_stop_signals,
+    stops_deferred,
+)
 from impala.config import PRESETS
 from reproduce import REPO_ROOT
 
@@ -503,6 +509,25 @@ def test_a_stop_as_the_actors_start_saves_and_stops_them(tmp_path):
         signal.signal(signal.SIGINT, before)
     assert status == 128 + signal.SIGINT and actors.stopped
     assert learner.steps == 0 and checkpoint_steps(path) == [0]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_driver_stop_within_a_deferred_start_is_raised_after_the_start_is_recorded(signum):
+    """A suite or sweep starts a child, then records it; a stop raised between the two would miss the child."""
+    before = {stop_signal: signal.getsignal(stop_signal) for stop_signal in STOP_SIGNALS}
+    recorded, raised_at = [], None
+    try:
+        raise_on_stop_signals()
+        try:
+            with stops_deferred():
+                os.kill(os.getpid(), signum)  # Handled at once, here: the child is started, not yet recorded.
+                recorded.append("child")
+        except StopRequested as stop:
+            raised_at = (len(recorded), stop.exit_code)
+    finally:
+        for stop_signal, handler in before.items():
+            signal.signal(stop_signal, handler)
+    assert raised_at == (1, 128 + signum)
 
 
 # A training run as `run_to_completion` sees it: it says it is ready, saves on a signal and exits 128 + it.

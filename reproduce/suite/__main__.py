@@ -41,7 +41,7 @@ from absl import flags
 
 from common import cli
 from common.errors import UsageError, choice_error
-from common.signals import StopRequested, raise_on_stop_signals
+from common.signals import StopRequested, raise_on_stop_signals, stops_deferred
 from reproduce import REPO_ROOT
 from reproduce.suite import _engines, _plan
 
@@ -178,7 +178,8 @@ def _run(todo: list[_plan.Job], suite: _plan.Suite, suite_dir: pathlib.Path, eng
     try:
         while pending or running:
             while pending and len(running) < engine.slots():
-                running.append(_start(*pending.popleft(), suite, suite_dir, engine))
+                with stops_deferred():  # A stop now must find the job in `running`.
+                    running.append(_start(*pending.popleft(), suite, suite_dir, engine))
             time.sleep(POLL_S)
             for item, status in [(r, engine.status(r.handle)) for r in running]:
                 if status is None:
