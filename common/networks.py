@@ -125,8 +125,12 @@ def check_fits(torso: str, space: gym.spaces.Box, env: str) -> None:
         raise UsageError(f"unknown network {torso!r}; accepted: {', '.join(TORSOS)}")
     try:
         TORSOS[torso]()(Preprocess(space)(tf.zeros((1, *space.shape), space.dtype)))
-    except (ValueError, tf.errors.InvalidArgumentError) as error:
+    # Too small a board leaves the torso a negative feature map (ValueError) or, on some CPUs'
+    # kernels, an empty one, whose Linear layer's initialiser divides by its zero inputs.
+    except (ValueError, ZeroDivisionError, tf.errors.InvalidArgumentError) as error:
         reason = re.sub(r"\{\{.*?\}\}", "", str(error).splitlines()[0]).strip(" :")[:160]
+        if isinstance(error, ZeroDivisionError):
+            reason = "its convolutions leave no features"
         raise UsageError(
             f"network {torso!r} does not fit {env}'s observations {tuple(space.shape)} ({reason}); "
             f"choose another --preset or --config_override network=NAME ({', '.join(TORSOS)})"
