@@ -128,9 +128,10 @@ def check_fits(torso: str, space: gym.spaces.Box, env: str) -> None:
     # Too small a board leaves the torso a negative feature map (ValueError) or, on some CPUs'
     # kernels, an empty one, whose Linear layer's initialiser divides by its zero inputs.
     except (ValueError, ZeroDivisionError, tf.errors.InvalidArgumentError) as error:
-        reason = re.sub(r"\{\{.*?\}\}", "", str(error).splitlines()[0]).strip(" :")[:160]
         if isinstance(error, ZeroDivisionError):
             reason = "its convolutions leave no features"
+        else:
+            reason = re.sub(r"\{\{.*?\}\}", "", str(error).splitlines()[0]).strip(" :")[:160]
         raise UsageError(
             f"network {torso!r} does not fit {env}'s observations {tuple(space.shape)} ({reason}); "
             f"choose another --preset or --config_override network=NAME ({', '.join(TORSOS)})"

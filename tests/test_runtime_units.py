@@ -489,44 +489,45 @@ class SignalledActors:
         self.stopped = True
 
 
+@pytest.fixture
+def stop_handlers_restored():
+    """A test may replace the Ctrl-C and SIGTERM handlers: pytest's come back after it."""
+    before = {stop_signal: signal.getsignal(stop_signal) for stop_signal in STOP_SIGNALS}
+    yield
+    for stop_signal, handler in before.items():
+        signal.signal(stop_signal, handler)
+
+
 class UnhandledStopError(Exception):
     pass
 
 
-def test_a_stop_as_the_actors_start_saves_and_stops_them(tmp_path):
+def test_a_stop_as_the_actors_start_saves_and_stops_them(tmp_path, stop_handlers_restored):
     """Actor processes run in sessions of their own: a stop the loop did not handle would leave them running."""
 
     def interrupted(signum, _):
         raise UnhandledStopError  # What reaches a run's main thread outside the loop's handler.
 
-    learner, actors, before = ScriptedLearner(), SignalledActors(), signal.signal(signal.SIGINT, interrupted)
-    try:
-        path = tmp_path / "run"
-        path.mkdir()
-        record = run_dir.RunRecord(path, PRESETS["toy"], "all")
-        status = loop.run(learner, path, loop.Settings(1000, 3600.0, 0.0), record, actors)
-    finally:
-        signal.signal(signal.SIGINT, before)
+    signal.signal(signal.SIGINT, interrupted)
+    learner, actors, path = ScriptedLearner(), SignalledActors(), tmp_path / "run"
+    path.mkdir()
+    record = run_dir.RunRecord(path, PRESETS["toy"], "all")
+    status = loop.run(learner, path, loop.Settings(1000, 3600.0, 0.0), record, actors)
     assert status == 128 + signal.SIGINT and actors.stopped
     assert learner.steps == 0 and checkpoint_steps(path) == [0]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_driver_stop_within_a_deferred_start_is_raised_after_the_start_is_recorded(signum):
+def test_a_driver_stop_within_a_deferred_start_is_raised_after_the_start_is_recorded(signum, stop_handlers_restored):
     """A suite or sweep starts a child, then records it; a stop raised between the two would miss the child."""
-    before = {stop_signal: signal.getsignal(stop_signal) for stop_signal in STOP_SIGNALS}
     recorded, raised_at = [], None
+    raise_on_stop_signals()
     try:
-        raise_on_stop_signals()
-        try:
-            with stops_deferred():
-                os.kill(os.getpid(), signum)  # Handled at once, here: the child is started, not yet recorded.
-                recorded.append("child")
-        except StopRequested as stop:
-            raised_at = (len(recorded), stop.exit_code)
-    finally:
-        for stop_signal, handler in before.items():
-            signal.signal(stop_signal, handler)
+        with stops_deferred():
+            os.kill(os.getpid(), signum)  # Handled at once, here: the child is started, not yet recorded.
+            recorded.append("child")
+    except StopRequested as stop:
+        raised_at = (len(recorded), stop.exit_code)
     assert raised_at == (1, 128 + signum)
 
 
