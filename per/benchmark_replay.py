@@ -360,8 +360,8 @@ def main(argv: list[str]) -> None:
     sizes = [int(s) for s in FLAGS.sizes if s.isdigit()]
     if not sizes or len(sizes) < len(FLAGS.sizes) or min(sizes) < 2:
         raise UsageError(f"--sizes={','.join(FLAGS.sizes)}: need integers >= 2, e.g. 10000,100000")
-    if FLAGS.rounds < 1 or FLAGS.iterations < FLAGS.rounds or FLAGS.chunk_length < 1:
-        raise UsageError("need --rounds >= 1, --iterations >= --rounds and --chunk_length >= 1")
+    if FLAGS.rounds < 1 or FLAGS.iterations < FLAGS.rounds or FLAGS.batch_size < 1 or FLAGS.chunk_length < 1:
+        raise UsageError("need --rounds >= 1, --iterations >= --rounds, --batch_size >= 1 and --chunk_length >= 1")
     out = chosen_dir("--out", FLAGS.out, "per", "benchmarks")
     if cpprb is None:
         print("cpprb is not installed (pip install -c constraints.txt cpprb): measuring Reverb alone.")

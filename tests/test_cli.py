@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import usage_cases
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -170,6 +171,38 @@ def test_a_benchmark_refuses_bad_input_before_measuring_and_keeps_its_results(mo
     before = {path: path.read_bytes() for path in outputs if path.is_file()}
     assert_one_line_usage_error(run(sys.executable, "-m", module, *args), message)
     assert {path: path.read_bytes() for path in outputs if path.is_file()} == before
+
+
+BENCHMARK_CASES = {
+    "per.benchmark_replay": [
+        (("--rounds=0",), "need --rounds >= 1, --iterations >= --rounds, --batch_size >= 1 and --chunk_length >= 1"),
+        (("--iterations=2", "--rounds=3"), "--iterations >= --rounds"),
+        (("--chunk_length=0",), "--chunk_length >= 1"),
+        (("--batch_size=0",), "--batch_size >= 1"),  # Was a traceback from Reverb's sampler.
+        (("--env=atari:pongg",), "unknown atari name 'pongg'"),
+    ],
+    "per.benchmark_agent": [
+        (("--warmup_s=0",), "--warmup_s=0.0: must be > 0"),
+        (("--alone_s=-1",), "--alone_s=-1.0: must be > 0"),
+        (("--repeats=0",), "--repeats=0: must be > 0"),
+        (("--env=dmlab:rooms_watermaze",), "PER has no dmlab presets; use minatar:GAME or atari:GAME"),
+    ],
+    "per.benchmark_memory": [
+        (("--env=dmlab:rooms_watermaze",), "PER has no dmlab preset; use one of"),
+        (("--env=toy:nope",), "unknown toy name 'nope'"),
+    ],
+}
+
+
+@pytest.mark.parametrize("module", BENCHMARK_CASES)
+def test_each_benchmark_flag_check_is_one_line_before_measuring(module, tmp_path):
+    """Every flag check of the PER benchmarks, from one process per benchmark; nothing under results/ changes."""
+    before = usage_cases.snapshot(REPO / "results" / "per" / "benchmarks")
+    cases = BENCHMARK_CASES[module]
+    outcomes = usage_cases.run_cases(module, [args for args, _ in cases], tmp_path, run_dir_flag=False)
+    for args, message in cases:
+        usage_cases.assert_one_line_error(outcomes[args][0], message)
+    assert usage_cases.snapshot(REPO / "results" / "per" / "benchmarks") == before
 
 
 @pytest.mark.parametrize(

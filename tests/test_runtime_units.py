@@ -104,6 +104,18 @@ def test_an_evaluation_refuses_bad_arguments(argv, episodes, envs, message):
         evaluation.run_directory(argv, "per.evaluate", episodes, envs)
 
 
+def test_evaluating_a_run_without_a_checkpoint_is_a_usage_error(tmp_path):
+    """A run stopped before its first checkpoint: `impala.evaluate RUN_DIR` names what is missing."""
+    (tmp_path / "config.json").write_text(config_lib.to_json(PRESETS["toy"]))
+    (tmp_path / "checkpoints").mkdir()
+
+    def never_built(config, env):
+        raise AssertionError("no network is built without a checkpoint")
+
+    with pytest.raises(UsageError, match=f"^{tmp_path} has no checkpoint to evaluate$"):
+        evaluation.restore(tmp_path, type(PRESETS["toy"]), never_built)
+
+
 def test_env_options_follow_the_env_family():
     assert dict(resolve(preset="atari_shallow", env="atari:breakout").env_options) == {"terminal_on_life_loss": True}
     assert resolve(preset="atari_shallow", env="minatar:breakout").env_options == ()

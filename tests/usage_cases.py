@@ -67,16 +67,19 @@ def run_cases(
     directory: pathlib.Path,
     first: Sequence[str] = (),
     prepare: Callable[[pathlib.Path], None] | None = None,
+    run_dir_flag: bool = True,
 ) -> dict[tuple[str, ...], tuple[Outcome, pathlib.Path]]:
     """Each case's outcome and the run directory it was given (`directory`/run<i>), from one process.
 
-    A case's command line is `python -m module *first --run_dir=directory/run<i> *case`;
+    A case's command line is `python -m module *first --run_dir=directory/run<i> *case`, without
+    the `--run_dir` flag if not `run_dir_flag` (entry points that take none, e.g. the benchmarks);
     `prepare(run_dir)`, if given, sets up each case's run directory first.
     """
     run_dirs = [directory / f"run{i}" for i in range(len(cases))]
     for run_dir in run_dirs if prepare else ():
         prepare(run_dir)
-    argvs = [[*first, f"--run_dir={run_dir}", *case] for case, run_dir in zip(cases, run_dirs)]
+    run_dir_flags = [[f"--run_dir={run_dir}"] if run_dir_flag else [] for run_dir in run_dirs]
+    argvs = [[*first, *given, *case] for case, given in zip(cases, run_dir_flags)]
     command = [sys.executable, "-c", _RUNNER, module, json.dumps(argvs)]
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
