@@ -34,6 +34,7 @@ def assert_one_line_usage_error(result, *fragments):
         (["atari:pong", "--option", "noop_max=many"], ["noop_max", "expected an integer"]),
         (["atari:pong", "--option", "colour=1"], ["unknown option 'colour'", "frame_skip"]),
         (["atari:pong", "--steps=lots"], ["steps"]),
+        (["toy:catch", "--steps=-1"], ["--steps=-1", "not a positive integer"]),  # Printed "-1 steps in 0.00s".
         (["atari:pong", "--no-such-flag"], ["unknown flag --no-such-flag; accepted: ", "--option", "--steps"]),
         (["dmlab:rooms_watermaze"], ["deepmind_lab", "bazel"]),
     ],
@@ -111,6 +112,14 @@ def test_reproduce_refuses_an_empty_list_and_leaves_the_results(module, flag, ou
     result = run(sys.executable, "-m", module, "--profile=full", flag)
     assert_one_line_usage_error(result, "= names no ", "; accepted:")
     assert _files(REPO / "results" / outputs) == before
+
+
+def test_a_cliffwalk_of_no_seeds_is_refused_and_leaves_the_results():
+    """`--seeds=0` once ran no seed, emptied the committed cliffwalk.csv and ended in a traceback."""
+    before = _files(REPO / "results" / "per")
+    result = run(sys.executable, "-m", "reproduce.per.cliffwalk", "--profile=full", "--seeds=0")
+    assert_one_line_usage_error(result, "--seeds=0: 0 is not a positive integer")
+    assert _files(REPO / "results" / "per") == before
 
 
 def test_an_output_directory_that_is_a_file_is_refused_and_kept(tmp_path):

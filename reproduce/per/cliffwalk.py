@@ -29,7 +29,7 @@ from common import cli, provenance  # noqa: E402
 from per import cliffwalk  # noqa: E402
 
 reproduce.define_flags()
-flags.DEFINE_integer("seeds", 10, "Runs per point (App. B.1: 10).")
+flags.DEFINE_integer("seeds", 10, "Runs per point (App. B.1: 10).", lower_bound=1)
 FLAGS = flags.FLAGS
 
 SIZES = {"quick": range(2, 11), "full": range(2, 17)}
