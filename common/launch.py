@@ -301,8 +301,12 @@ class ActorSupervisor:
                         flush=True,
                     )
                     self._incarnations[actor_id] += 1
+                    try:
+                        self._start(actor_id)
+                    except OSError as error:  # E.g. no memory or file descriptors left: retry next tick.
+                        print(f"actor {actor_id}: restart failed ({error}); retrying", flush=True)
+                        continue
                     self.restarts += 1
-                    self._start(actor_id)
 
     def stop(self) -> None:
         with self._restarting:

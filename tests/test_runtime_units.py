@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import reverb
 import tensorflow as tf
-from processes import checkpoint_steps
+from processes import checkpoint_steps, wait_for
 
 from common import config as config_lib
 from common import evaluation, launch, loop, networks, run_dir
@@ -643,6 +643,31 @@ def test_an_actor_restarting_as_the_supervisor_stops_is_stopped_too(tmp_path):
         assert len(started) == 2 and all(process.poll() is not None for process in started)
     finally:
         proceed.set()
+        for process in started:
+            process.kill()
+            process.wait()
+
+
+def test_a_restart_that_cannot_start_a_process_is_retried(tmp_path, capsys):
+    """A failed `Popen` (no memory, no file descriptors) once ended the watcher: no actor was restarted again."""
+    started, failures = [], [OSError(12, "Cannot allocate memory")]
+
+    class Supervisor(launch.ActorSupervisor):
+        def _start(self, actor_id):
+            if self._incarnations[actor_id] and failures:
+                raise failures.pop()
+            started.append(subprocess.Popen(["sleep", "60"], start_new_session=True))
+            self._processes[actor_id] = started[-1]
+
+    supervisor = Supervisor("per.train", tmp_path / "config.json", "localhost:1", 1, tmp_path)
+    try:
+        supervisor.start()
+        started[0].kill()
+        wait_for(lambda: len(started) == 2, timeout=10, what="the actor's restart after a failed one")
+        assert supervisor.restarts == 1 and started[1].poll() is None
+        assert "actor 0: restart failed ([Errno 12] Cannot allocate memory); retrying" in capsys.readouterr().out
+    finally:
+        supervisor.stop()
         for process in started:
             process.kill()
             process.wait()
