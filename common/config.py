@@ -73,6 +73,9 @@ def check_run_fields(config: Any) -> None:
             raise UsageError(f"{name}={getattr(config, name)}: must be > 0 seconds")
 
 
+RMSPROP_FORMS = ("tf1", "torch")  # `common.optimizers.rmsprop(form, ...)`'s choices.
+
+
 def check_rmsprop(config: Any) -> None:
     """A `UsageError` for RMSProp hyper-parameters outside their ranges (`common.optimizers`)."""
     for name in ("rmsprop_decay", "rmsprop_momentum"):  # Averaging weights: 1 would never move.

@@ -88,9 +88,6 @@ class RMSPropTF1(_RMSProp):
         self.iterations.assign_add(1)
 
 
-RMSPROP_FORMS = ("tf1", "torch")  # `rmsprop(form, ...)`'s choices.
-
-
 def rmsprop(form: str, variables: Sequence[tf.Variable], **hyper) -> RMSPropTF1 | RMSPropTorch:
     """RMSProp of the given `form`: "tf1" (TF1's, as DQN and Dopamine) or "torch" (PyTorch's)."""
     return {"tf1": RMSPropTF1, "torch": RMSPropTorch}[form](variables, **hyper)

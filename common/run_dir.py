@@ -28,14 +28,16 @@ import os
 import pathlib
 import shutil
 import time
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
-import tensorflow as tf
 
 from common import config as config_lib
 from common import provenance
 from common.errors import UsageError
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 EPISODE_FIELDS = ("frames", "episode_return", "episode_length", "wall_time")
 
@@ -406,4 +408,8 @@ def duration(seconds: float) -> str:
 
 
 def summary_writer(run_dir: pathlib.Path) -> tf.summary.SummaryWriter:
+    # Imported here: the run directory's other helpers serve scripts (studies, suites) that
+    # check their flags and plan runs without TensorFlow, whose import takes seconds.
+    import tensorflow as tf
+
     return tf.summary.create_file_writer(str(run_dir / "tb"))

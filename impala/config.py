@@ -19,11 +19,14 @@ import dataclasses
 from common import config as config_lib
 from common import envs
 from common.errors import UsageError, choice_error
-from impala.vtrace import CORRECTIONS
 
 NETWORKS = ("shallow", "deep", "deep_x4", "minatar", "toy")
 REWARD_CLIPPING = ("abs_one", "dmlab_asymmetric", "none")
 LOSS_REDUCTIONS = ("sum", "mean")
+# The off-policy corrections compared in IMPALA Table 2 (§5.2.2), which
+# `impala.vtrace.off_policy_targets` computes. Here, not in the maths module,
+# so that configs load without TensorFlow.
+CORRECTIONS = ("vtrace", "none", "epsilon", "one_step_is")
 # What XLA compiles: "all" = the whole learner step and the actor's policy step
 # (best on accelerators); "losses" = only V-trace and the losses, the network
 # going through TF's graph executor, whose oneDNN convolutions ran the shallow

@@ -80,7 +80,7 @@ def vtrace_actor_critic_loss(
       bootstrap_value: [B] V(x_T).
       baseline_cost, entropy_cost: the weights of the baseline and entropy terms.
       reduction: "sum" over time and batch (IMPALA App. D) or "mean".
-      correction: one of `vtrace.CORRECTIONS` (IMPALA Table 2).
+      correction: one of `impala.config.CORRECTIONS` (IMPALA Table 2).
       clip_rho_threshold: rho_bar; clip_pg_rho_threshold: the policy
         gradient's rho_bar.
       lambda_: Remark 2's lambda, a scalar or [T, B]; a 0 cuts the traces.

@@ -32,10 +32,10 @@ from typing import NamedTuple, Optional, Union
 
 import tensorflow as tf
 
+from impala.config import CORRECTIONS
+
 # ε added inside log π by IMPALA Table 2's "ε-correction" (Babaeizadeh et al. 2016).
 EPSILON_CORRECTION = 1e-6
-# The off-policy corrections compared in IMPALA Table 2 (§5.2.2).
-CORRECTIONS = ("vtrace", "none", "epsilon", "one_step_is")
 
 
 class VTraceReturns(NamedTuple):

@@ -62,7 +62,7 @@ from absl import flags
 from common import cli, envs, provenance
 from common.errors import UsageError
 from common.results import chosen_dir, write_csv
-from per import replay
+from per import replay, replay_config
 from per.agent import CHUNK_LENGTH
 
 try:
@@ -107,7 +107,7 @@ class ReverbReplay:
     """The agent's replay client on an in-process server; `replay.table`'s MinSize limiter never holds a sample back."""
 
     def __init__(self, variant: str, size: int, chunk_length: int):
-        config = dataclasses.replace(replay.PRESETS[variant], capacity=size)
+        config = dataclasses.replace(replay_config.PRESETS[variant], capacity=size)
         self._server = reverb.Server([replay.table(config)])
         client = reverb.Client(f"localhost:{self._server.port}")
         self._replay = replay.PrioritizedReplay(client, config, flush_every=chunk_length, chunk_length=chunk_length)
@@ -140,7 +140,7 @@ class ReverbFloor:
     """
 
     def __init__(self, size: int):
-        config = dataclasses.replace(replay.PRESETS["proportional"], capacity=size)
+        config = dataclasses.replace(replay_config.PRESETS["proportional"], capacity=size)
         self._server = reverb.Server([replay.table(config)])
         self._client = reverb.Client(f"localhost:{self._server.port}")
         self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)

@@ -26,10 +26,10 @@ from __future__ import annotations
 import dataclasses
 
 from common import config as config_lib
-from common import envs, optimizers
+from common import envs
 from common.errors import UsageError, choice_error
 from per import priorities
-from per.replay import VARIANTS, ReplayConfig
+from per.replay_config import VARIANTS, ReplayConfig
 
 NETWORKS = ("nature_dqn", "minatar", "toy")
 # How the networks' first weights are drawn: Sonnet's default, or PyTorch's
@@ -58,8 +58,8 @@ class PerConfig(config_lib.EnvConfig):
     # PER Table 5: tuned DDQN and both prioritized variants under human starts (the
     # issue's choice); Table 5's no-op "Test" evaluation used 0.01.
     eval_epsilon: float = 0.001
-    # Replay (per.replay.ReplayConfig's fields).
-    replay: str = "proportional"  # One of per.replay.VARIANTS.
+    # Replay (per.replay_config.ReplayConfig's fields).
+    replay: str = "proportional"  # One of per.replay_config.VARIANTS.
     replay_capacity: int = 1_000_000
     min_replay_size: int = 50_000  # Transitions before learning starts.
     alpha: float = priorities.PROPORTIONAL["alpha"]
@@ -107,7 +107,7 @@ class PerConfig(config_lib.EnvConfig):
             ("replay variant", VARIANTS),
             ("weight_normalization", priorities.WEIGHT_NORMALIZATIONS),
             ("loss_reduction", LOSS_REDUCTIONS),
-            ("rmsprop_form", optimizers.RMSPROP_FORMS),
+            ("rmsprop_form", config_lib.RMSPROP_FORMS),
         ):
             value = getattr(self, name.split()[0])
             if value not in choices:

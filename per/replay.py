@@ -37,7 +37,6 @@ full 10^6 replay: about 30 inserts in expectation).
 
 from __future__ import annotations
 
-import dataclasses
 import queue
 import sys
 import threading
@@ -47,10 +46,10 @@ import numpy as np
 import reverb
 from reverb import trajectory_writer
 
-from common.errors import UsageError, choice_error
+from common.errors import UsageError
 from per import priorities
+from per.replay_config import ReplayConfig
 
-VARIANTS = ("proportional", "rank", "uniform")
 # The id of an item whose writer does not know its insertion index (an actor process, one writer of many).
 UNKNOWN_INSERTION = -1
 # A sampled item starts with Reverb's SampleInfo: key, probability, table_size, priority, times_sampled.
@@ -63,43 +62,6 @@ UNLIMITED = -1  # A sampler's max_samples: draw until closed.
 # sample+update of Pong items and 15% less of MinAtar's at 10^5 (none at
 # 10^4), for 2-13% more memory per frame (issue #13, on a loaded machine).
 CHUNK_LENGTH = 16
-
-
-@dataclasses.dataclass(frozen=True)
-class ReplayConfig:
-    variant: str = "proportional"
-    capacity: int = 1_000_000  # PER §4: the last 10^6 transitions.
-    alpha: float = priorities.PROPORTIONAL["alpha"]  # Table 3: 0.6 proportional, 0.7 rank.
-    beta0: float = priorities.PROPORTIONAL["beta0"]  # Table 3: 0.4 proportional, 0.5 rank.
-    epsilon: float = 1e-6  # p = |delta| + epsilon (§3.3); PER does not print its value.
-    weight_normalization: str = "batch_max"  # Algorithm 1; or global_min.
-    rerank_interval: int = 10_000  # Rank-based: priority updates between full re-ranks.
-    min_size: int = 1  # Items before sampling may start.
-
-    def __post_init__(self):
-        if self.variant not in VARIANTS:
-            raise choice_error("replay variant", self.variant, VARIANTS)
-        if self.weight_normalization not in priorities.WEIGHT_NORMALIZATIONS:
-            raise choice_error("weight normalization", self.weight_normalization, priorities.WEIGHT_NORMALIZATIONS)
-        if self.capacity < 1 or self.min_size < 1 or self.rerank_interval < 1:
-            raise UsageError("capacity, min_size and rerank_interval must be >= 1")
-        if self.alpha < 0 or self.epsilon < 0 or not 0 <= self.beta0 <= 1:
-            raise UsageError("need alpha >= 0, epsilon >= 0 and beta0 in [0, 1]")
-        if self.weight_normalization == "global_min" and self.variant == "proportional" and self.epsilon == 0:
-            raise UsageError(
-                "global_min weights need epsilon > 0: with p = |delta| the least likely item can have P = 0"
-            )
-
-    @property
-    def selector_exponent(self) -> float:
-        return {"proportional": self.alpha, "uniform": 0.0, "rank": 1.0}[self.variant]
-
-
-PRESETS = {
-    "proportional": ReplayConfig(),
-    "rank": ReplayConfig(variant="rank", alpha=priorities.RANK_BASED["alpha"], beta0=priorities.RANK_BASED["beta0"]),
-    "uniform": ReplayConfig(variant="uniform", alpha=0.0, beta0=0.0),
-}
 
 
 def table(config: ReplayConfig, name: str = "replay") -> reverb.Table:

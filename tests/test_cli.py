@@ -114,6 +114,25 @@ def test_reproduce_refuses_an_empty_list_and_leaves_the_results(module, flag, ou
     assert _files(REPO / "results" / outputs) == before
 
 
+STUDY_SCRIPTS = [
+    "reproduce", "reproduce.dashboard", "reproduce.suite", "reproduce.suite.aggregate", "reproduce.per.minatar",
+    "reproduce.per.atari", "reproduce.per.cliffwalk", "reproduce.impala.minatar", "reproduce.impala.atari",
+    "reproduce.laser.minatar", "reproduce.benchmarks.learning_check", "reproduce.benchmarks.peers",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("module", STUDY_SCRIPTS)
+def test_the_study_scripts_check_their_flags_without_loading_tensorflow(module):
+    """Importing TensorFlow takes 5-8 s here: a mistyped flag is answered at once, and each run imports it itself.
+
+    The configs and the run directory's helpers keep TensorFlow out (`impala.config.CORRECTIONS`,
+    `per.replay_config`, `common.config.RMSPROP_FORMS`, `run_dir.summary_writer`).
+    """
+    check = f"import sys, {module}; print(sorted({{'tensorflow', 'reverb', 'sonnet'}} & set(sys.modules)))"
+    result = run(sys.executable, "-c", check)
+    assert (result.returncode, result.stdout.strip()) == (0, "[]"), result.stderr
+
+
 def test_a_cliffwalk_of_no_seeds_is_refused_and_leaves_the_results():
     """`--seeds=0` once ran no seed, emptied the committed cliffwalk.csv and ended in a traceback."""
     before = _files(REPO / "results" / "per")
@@ -156,12 +175,6 @@ def test_an_unknown_flag_names_those_of_a_shared_module_or_none(module, accepted
     assert_one_line_usage_error(result, "unknown flag --episdoes; ", accepted)
 
 
-@pytest.mark.parametrize("sizes", ["", "x", "1,1000", "1e4"])
-def test_the_replay_benchmark_refuses_bad_sizes_before_measuring(sizes):
-    result = run(sys.executable, "-m", "per.benchmark_replay", f"--sizes={sizes}")
-    assert_one_line_usage_error(result, f"--sizes={sizes}: need integers >= 2")
-
-
 @pytest.mark.parametrize(
     ("module", "args", "message"),
     [
@@ -184,6 +197,7 @@ def test_a_benchmark_refuses_bad_input_before_measuring_and_keeps_its_results(mo
 
 BENCHMARK_CASES = {
     "per.benchmark_replay": [
+        *[((f"--sizes={sizes}",), f"--sizes={sizes}: need integers >= 2") for sizes in ("", "x", "1,1000", "1e4")],
         (("--rounds=0",), "need --rounds >= 1, --iterations >= --rounds, --batch_size >= 1 and --chunk_length >= 1"),
         (("--iterations=2", "--rounds=3"), "--iterations >= --rounds"),
         (("--chunk_length=0",), "--chunk_length >= 1"),
@@ -191,6 +205,10 @@ BENCHMARK_CASES = {
         (("--env=atari:pongg",), "unknown atari name 'pongg'"),
     ],
     "per.benchmark_agent": [
+        (("--envs_per_actor=",), "--envs_per_actor= names no count"),
+        (("--envs_per_actor=1,x",), "--envs_per_actor: 'x' is not a positive integer"),
+        (("--envs_per_actor=0",), "--envs_per_actor: '0' is not a positive integer"),
+        (("--envs_per_actor=3",), "update_period=4 must be a multiple of envs_per_actor=3"),
         (("--warmup_s=0",), "--warmup_s=0.0: must be > 0"),
         (("--alone_s=-1",), "--alone_s=-1.0: must be > 0"),
         (("--repeats=0",), "--repeats=0: must be > 0"),
@@ -212,20 +230,6 @@ def test_each_benchmark_flag_check_is_one_line_before_measuring(module, tmp_path
     for args, message in cases:
         usage_cases.assert_one_line_error(outcomes[args][0], message)
     assert usage_cases.snapshot(REPO / "results" / "per" / "benchmarks") == before
-
-
-@pytest.mark.parametrize(
-    ("counts", "message"),
-    [
-        ("", "--envs_per_actor= names no count"),
-        ("1,x", "--envs_per_actor: 'x' is not a positive integer"),
-        ("0", "--envs_per_actor: '0' is not a positive integer"),
-        ("3", "update_period=4 must be a multiple of envs_per_actor=3"),
-    ],
-)
-def test_the_agent_benchmark_refuses_bad_env_counts_before_measuring(counts, message):
-    result = run(sys.executable, "-m", "per.benchmark_agent", f"--envs_per_actor={counts}")
-    assert_one_line_usage_error(result, message)
 
 
 # The agent benchmark's report from made-up rates: 2 envs counts x 2 process layouts x 3 replays.

@@ -11,7 +11,7 @@ import reverb
 from scipy import stats
 
 from common.errors import UsageError
-from per import priorities, replay
+from per import priorities, replay, replay_config
 from per.structures import RankOrder, SumTree
 
 DRAWS = 20_000
@@ -151,7 +151,7 @@ def server_priorities(buffer, live):
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
 def test_reverb_proportional_sampling_matches_p_alpha(alpha, make_replay):
     n = 12
-    config = replay.ReplayConfig(alpha=alpha, capacity=100)
+    config = replay_config.ReplayConfig(alpha=alpha, capacity=100)
     server, buffer = make_replay(config)
     fill(buffer, n)
     td = np.linspace(0.1, 3.0, n)
@@ -162,7 +162,7 @@ def test_reverb_proportional_sampling_matches_p_alpha(alpha, make_replay):
 @pytest.mark.parametrize("alpha", [0.5, 0.7, 1.0])
 def test_reverb_rank_based_sampling_matches_rank_power_law(alpha, make_replay):
     n = 10
-    config = replay.ReplayConfig(variant="rank", alpha=alpha, capacity=100, rerank_interval=10**9)
+    config = replay_config.ReplayConfig(variant="rank", alpha=alpha, capacity=100, rerank_interval=10**9)
     server, buffer = make_replay(config)
     fill(buffer, n)
     td = np.random.default_rng(2).permutation(np.linspace(0.1, 5.0, n))
@@ -200,7 +200,7 @@ def documented_rank_priorities(batches, table_size, alpha):
 def test_reverb_rank_based_sampling_follows_ranks_with_the_default_rerank_interval(make_replay):
     """Updates of a few keys at a time, as the learner's: re-ranks only when the last sort grew stale."""
     n = 10
-    config = dataclasses.replace(replay.PRESETS["rank"], capacity=100)
+    config = dataclasses.replace(replay_config.PRESETS["rank"], capacity=100)
     assert config.rerank_interval == 10_000  # The default: no scheduled re-rank happens here.
     server, buffer = make_replay(config)
     fill(buffer, n)
@@ -244,7 +244,7 @@ def test_rank_tracker_between_reranks_ranks_an_update_in_the_last_snapshot():
 
 def test_rank_based_replay_reranks_every_rerank_interval_updates(make_replay):
     n, interval = 10, 25
-    config = replay.ReplayConfig(variant="rank", alpha=0.7, capacity=100, rerank_interval=interval)
+    config = replay_config.ReplayConfig(variant="rank", alpha=0.7, capacity=100, rerank_interval=interval)
     server, buffer = make_replay(config)
     fill(buffer, n)
     keys = keys_by_item(buffer, n)
@@ -259,7 +259,7 @@ def test_rank_based_replay_reranks_every_rerank_interval_updates(make_replay):
 def test_a_sampler_kept_open_across_samples_draws_p_alpha(make_replay, overlap):
     """Many batches from one persistent sampler (the learner's use), not one large batch: still eq. 1."""
     n, batch_size = 12, 32
-    config = replay.ReplayConfig(alpha=0.6, capacity=100)
+    config = replay_config.ReplayConfig(alpha=0.6, capacity=100)
     server, buffer = make_replay(config, overlap=overlap)
     fill(buffer, n)
     td = np.random.default_rng(6).permutation(np.linspace(0.1, 3.0, n))
@@ -274,7 +274,7 @@ def test_overlapped_batches_are_all_drawn_by_one_thread(make_replay, monkeypatch
     drawn_by = []
     draw = replay._draw
     monkeypatch.setattr(replay, "_draw", lambda *args: drawn_by.append(threading.get_native_id()) or draw(*args))
-    server, buffer = make_replay(replay.ReplayConfig(alpha=0.6, capacity=100), overlap=True)
+    server, buffer = make_replay(replay_config.ReplayConfig(alpha=0.6, capacity=100), overlap=True)
     fill(buffer, 12)
     for _ in range(10):
         buffer.sample(8, beta=0.0)
@@ -291,7 +291,7 @@ def test_a_draw_that_fails_raises_in_the_callers_thread_and_the_next_sample_draw
         return draw(*args)
 
     monkeypatch.setattr(replay, "_draw", fail_once)
-    server, buffer = make_replay(replay.ReplayConfig(alpha=0.6, capacity=100), overlap=True)
+    server, buffer = make_replay(replay_config.ReplayConfig(alpha=0.6, capacity=100), overlap=True)
     fill(buffer, 12)
     with pytest.raises(RuntimeError, match="the sampler failed"):
         buffer.sample(8, beta=0.0)
@@ -299,7 +299,7 @@ def test_a_draw_that_fails_raises_in_the_callers_thread_and_the_next_sample_draw
 
 
 def test_close_ends_the_drawing_threads(make_replay):
-    server, buffer = make_replay(replay.ReplayConfig(alpha=0.6, capacity=100), overlap=True)
+    server, buffer = make_replay(replay_config.ReplayConfig(alpha=0.6, capacity=100), overlap=True)
     fill(buffer, 12)
     buffer.sample(8, beta=0.0)  # Its thread draws the next batch, which the table allows at once.
     (drawer,) = buffer._drawers.values()
@@ -311,7 +311,7 @@ def test_close_ends_the_drawing_threads(make_replay):
 def test_a_sample_predates_the_previous_batchs_update_by_at_most_one_batch(make_replay):
     """The sampler may draw batch n+1 as batch n is taken, before its update; batch n+2 sees that update."""
     n, batch_size = 8, 16
-    server, buffer = make_replay(replay.ReplayConfig(alpha=1.0, epsilon=0.0, capacity=100))
+    server, buffer = make_replay(replay_config.ReplayConfig(alpha=1.0, epsilon=0.0, capacity=100))
     fill(buffer, n)
     keys = keys_by_item(buffer, n)
     buffer.sample(batch_size, beta=0.0)  # Batch n.
@@ -340,7 +340,7 @@ def test_overlapped_a_sample_predates_the_last_three_batches_updates_at_most(mak
     longer than the samples.
     """
     n, batch_size = 8, 16
-    server, buffer = make_replay(replay.ReplayConfig(alpha=1.0, epsilon=0.0, capacity=100), overlap=True)
+    server, buffer = make_replay(replay_config.ReplayConfig(alpha=1.0, epsilon=0.0, capacity=100), overlap=True)
     fill(buffer, n)
     keys = keys_by_item(buffer, n)
     buffer._priority_writes._client = SlowClient(buffer.client, 1.0)
@@ -356,7 +356,7 @@ def test_overlapped_a_sample_predates_the_last_three_batches_updates_at_most(mak
 def test_overlapped_priority_writes_are_all_in_the_table_in_order_after_a_flush(variant, make_replay):
     """A checkpoint flushes first: it must hold every priority `update` wrote, the last one per key."""
     n = 12
-    config = dataclasses.replace(replay.PRESETS[variant], capacity=100)
+    config = dataclasses.replace(replay_config.PRESETS[variant], capacity=100)
     server, buffer = make_replay(config, overlap=True)
     fill(buffer, n)
     keys = keys_by_item(buffer, n)
@@ -392,7 +392,7 @@ def test_an_overlapped_priority_write_that_fails_is_raised_in_the_callers_thread
 @pytest.mark.parametrize("variant", ["proportional", "rank"])
 def test_reverb_is_weights_follow_the_priorities_set(variant, make_replay, overlap):
     n, beta = 20, 0.6
-    config = dataclasses.replace(replay.PRESETS[variant], capacity=100)
+    config = dataclasses.replace(replay_config.PRESETS[variant], capacity=100)
     server, buffer = make_replay(config, overlap=overlap)
     fill(buffer, n)
     td = np.random.default_rng(3).permutation(np.linspace(0.0, 2.0, n))
@@ -409,7 +409,7 @@ def test_reverb_is_weights_follow_the_priorities_set(variant, make_replay, overl
 @pytest.mark.parametrize("variant", ["proportional", "rank"])
 def test_global_min_weights_match_a_float64_computation(variant, make_replay):
     n, beta = 12, 0.7
-    config = dataclasses.replace(replay.PRESETS[variant], capacity=100, weight_normalization="global_min")
+    config = dataclasses.replace(replay_config.PRESETS[variant], capacity=100, weight_normalization="global_min")
     server, buffer = make_replay(config)
     fill(buffer, n)
     td = np.random.default_rng(5).permutation(np.linspace(0.0, 3.0, n))
@@ -423,7 +423,7 @@ def test_global_min_weights_match_a_float64_computation(variant, make_replay):
 def test_global_min_weights_stay_at_most_one_when_a_rank_between_reranks_exceeds_the_table(make_replay):
     """A full rank-based replay: an update below the whole snapshot gets rank N + 1 until the next re-rank."""
     n, alpha = 4, 0.7
-    config = replay.ReplayConfig(variant="rank", alpha=alpha, capacity=n, weight_normalization="global_min")
+    config = replay_config.ReplayConfig(variant="rank", alpha=alpha, capacity=n, weight_normalization="global_min")
     server, buffer = make_replay(config)
     fill(buffer, n)
     keys = keys_by_item(buffer, n)
@@ -440,7 +440,7 @@ def test_global_min_weights_stay_at_most_one_when_a_rank_between_reranks_exceeds
 
 
 def test_new_items_enter_at_the_running_maximum_priority(make_replay):
-    server, buffer = make_replay(replay.ReplayConfig(capacity=100))
+    server, buffer = make_replay(replay_config.ReplayConfig(capacity=100))
     fill(buffer, 4)
     batch = buffer.sample(4, beta=0.0)
     buffer.update(batch.keys, np.array([0.5, 7.0, 0.25, 2.0]))
@@ -455,7 +455,7 @@ def test_new_items_enter_at_the_running_maximum_priority(make_replay):
 @pytest.mark.parametrize("variant", ["proportional", "rank"])
 @pytest.mark.parametrize("normalization", ["batch_max", "global_min"])
 def test_zero_td_errors_give_finite_weights(variant, normalization, make_replay):
-    config = replay.ReplayConfig(variant=variant, capacity=100, weight_normalization=normalization)
+    config = replay_config.ReplayConfig(variant=variant, capacity=100, weight_normalization=normalization)
     server, buffer = make_replay(config)
     fill(buffer, 8)
     buffer.update(keys_by_item(buffer, 8), np.zeros(8))
@@ -474,7 +474,7 @@ def test_zero_td_errors_give_finite_weights(variant, normalization, make_replay)
 
 @pytest.mark.parametrize("variant", ["proportional", "rank"])
 def test_updating_an_evicted_item_is_a_no_op(variant, make_replay):
-    config = replay.ReplayConfig(variant=variant, capacity=4)
+    config = replay_config.ReplayConfig(variant=variant, capacity=4)
     server, buffer = make_replay(config)
     fill(buffer, 4)
     keys = keys_by_item(buffer, 4)
@@ -506,6 +506,6 @@ def test_updating_an_evicted_item_is_a_no_op(variant, make_replay):
 
 def test_bad_replay_configs_explain_themselves():
     with pytest.raises(UsageError, match="accepted: proportional, rank, uniform"):
-        replay.ReplayConfig(variant="sorted")
+        replay_config.ReplayConfig(variant="sorted")
     with pytest.raises(UsageError, match="global_min weights need epsilon > 0"):
-        replay.ReplayConfig(epsilon=0.0, weight_normalization="global_min")
+        replay_config.ReplayConfig(epsilon=0.0, weight_normalization="global_min")

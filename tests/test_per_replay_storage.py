@@ -28,7 +28,7 @@ from test_per import keys_by_item
 from common import envs
 from common.reverb import server as reverb_server
 from per import agent as agent_lib
-from per import networks, replay
+from per import networks, replay, replay_config
 from per.actor import Actor, Transition
 from per.config import PRESETS
 
@@ -135,7 +135,7 @@ def stack_of(frame_ids):
 
 def test_windows_over_short_chunks_new_games_and_skipped_steps(servers):
     """Synthetic stacks: chunks of 3 frames, flushes between, a reset stack, and a caller skipping a step."""
-    config = replay.ReplayConfig(alpha=1.0, epsilon=0.0, capacity=1000)
+    config = replay_config.ReplayConfig(alpha=1.0, epsilon=0.0, capacity=1000)
     client, replays = servers(config)
     buffer = replay.PrioritizedReplay(client, config, flush_every=5, frame_stack=4, chunk_length=3)
     replays.append(buffer)
@@ -175,7 +175,7 @@ def test_frames_survive_a_reverb_checkpoint(servers, tmp_path):
 @pytest.mark.parametrize("frame_stack", [1, 4])
 def test_items_of_a_checkpoint_from_before_the_window_column_still_read(servers, frame_stack):
     """Before issue #13 an item held S_{j-1} and S_j in two columns: a resumed replay samples them beside new items."""
-    config = replay.ReplayConfig(alpha=1.0, epsilon=0.0, capacity=100)
+    config = replay_config.ReplayConfig(alpha=1.0, epsilon=0.0, capacity=100)
     client, replays = servers(config)
     buffer = replay.PrioritizedReplay(client, config, flush_every=3, frame_stack=frame_stack, chunk_length=3)
     replays.append(buffer)
@@ -196,7 +196,7 @@ def test_items_of_a_checkpoint_from_before_the_window_column_still_read(servers,
 
 
 def test_a_table_of_other_observations_is_refused(servers):
-    config = replay.ReplayConfig(capacity=100)
+    config = replay_config.ReplayConfig(capacity=100)
     client, replays = servers(config)
     buffer = replay.PrioritizedReplay(client, config, flush_every=1)
     replays.append(buffer)
@@ -283,7 +283,7 @@ def test_priorities_keys_and_is_weights_behave_as_with_one_step_items(check, kwa
 
 
 def test_new_transitions_enter_at_the_running_maximum_priority(make_replay):
-    _, buffer = make_replay(replay.ReplayConfig(capacity=100))
+    _, buffer = make_replay(replay_config.ReplayConfig(capacity=100))
     fill(buffer, 4)
     keys = keys_by_item(buffer, 4)
     buffer.update(keys, np.array([0.5, 7.0, 0.25, 2.0]))
@@ -296,7 +296,7 @@ def test_new_transitions_enter_at_the_running_maximum_priority(make_replay):
 
 
 def test_a_replay_holds_one_layout(make_replay):
-    _, buffer = make_replay(replay.ReplayConfig(capacity=100))
+    _, buffer = make_replay(replay_config.ReplayConfig(capacity=100))
     fill(buffer, 1)
     with pytest.raises(ValueError, match="not both"):
         buffer.add([np.array([0], np.int32)])
@@ -305,7 +305,7 @@ def test_a_replay_holds_one_layout(make_replay):
 @pytest.mark.parametrize("variant", ["proportional", "rank"])
 def test_an_actors_items_age_from_their_first_sample_and_no_live_one_is_forgotten(servers, variant):
     """Other writers' items carry UNKNOWN_INSERTION; the learner counts the table's inserts and bounds their age."""
-    config = replay.ReplayConfig(variant=variant, capacity=64, alpha=0.7, rerank_interval=10**9)
+    config = replay_config.ReplayConfig(variant=variant, capacity=64, alpha=0.7, rerank_interval=10**9)
     client, replays = servers(config)
     actor = replay.PrioritizedReplay(client, config, flush_every=4, chunk_length=4, sole_writer=False)
     learner = replay.PrioritizedReplay(client, config)
@@ -335,7 +335,7 @@ def test_an_actors_items_age_from_their_first_sample_and_no_live_one_is_forgotte
 
 def test_a_sample_the_rate_limiter_holds_back_times_out_and_the_next_one_draws(servers):
     """The Ape-X learner's sampler: None after `sample_timeout_ms` without items (Ctrl-C can be seen), then on."""
-    config = replay.ReplayConfig(capacity=100)
+    config = replay_config.ReplayConfig(capacity=100)
     client, replays = servers(config)
     actor = replay.PrioritizedReplay(client, config, flush_every=4, chunk_length=4, sole_writer=False)
     learner = replay.PrioritizedReplay(client, config, sample_timeout_ms=300)
