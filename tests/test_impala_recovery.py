@@ -27,8 +27,9 @@ def test_killed_learner_resumes_from_its_last_checkpoint(tmp_path):
     wait_for(lambda: (committed_checkpoint_step(run_dir) or 0) > 0, what="a checkpoint after step 0")
     os.killpg(process.pid, signal.SIGKILL)  # The learner, its server and anything in its session.
     process.wait(timeout=30)
+    # The killed run's actors outlive it until their server has been gone for ACTOR_PATIENCE_S; the
+    # resumed run starts its own server and actors meanwhile, and the orphans must have exited by its end.
     orphans = list(map(int, (run_dir / "actor_pids").read_text().split()))
-    wait_for(lambda: not any(alive(pid) for pid in orphans), timeout=120, what="orphaned actors to exit")
     saved = committed_checkpoint_step(run_dir)  # Not the newest files: the kill may have cut their commit.
     refused = train(f"--run_dir={run_dir}", "--frames=20000")
     assert refused.returncode == 2 and "already exists; pass --resume" in refused.stderr
@@ -38,6 +39,7 @@ def test_killed_learner_resumes_from_its_last_checkpoint(tmp_path):
     final = json.loads((run_dir / "final.json").read_text())
     # Frames continue from the checkpoint: the LR schedule (a function of frames) does too.
     assert final["frames"] >= 20_000 and final["learner_steps"] > saved
+    wait_for(lambda: not any(alive(pid) for pid in orphans), timeout=120, what="orphaned actors to exit")
 
 
 @pytest.mark.slow
