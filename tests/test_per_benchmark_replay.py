@@ -5,16 +5,19 @@ process, and its --env is also `per.benchmark_agent`'s, which tests/test_cli.py 
 """
 
 import importlib.util
+import pathlib
+import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from tests.test_cli import run
+REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
 def in_own_process(check: str) -> None:
-    result = run(sys.executable, "-c", f"from tests.test_per_benchmark_replay import {check}; {check}()")
+    command = [sys.executable, "-c", f"from tests.test_per_benchmark_replay import {check}; {check}()"]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
 
 
