@@ -4,10 +4,13 @@ One machine (`--role all`, the default): a Reverb server in the learner's
 process, the learner, and `num_actors` actor processes talking gRPC to
 localhost. Many machines: each role on its own, Reverb the only channel.
 
-An agent hands `run` an `Agent`: its presets, its tables, a check of its
-config, and builders of its learner and actor. `run` owns the order of a
-start: resolve the config, validate everything, and only then create the run
-directory, so a start that fails leaves nothing behind.
+An agent hands `run` an `Agent`: its presets, and a function that imports
+its `Parts` (its tables, a check of its config, builders of its learner and
+actor). `run` owns the order of a start: resolve the config, validate
+everything, and only then create the run directory, so a start that fails
+leaves nothing behind. TensorFlow and Reverb load only once the flags, the
+config and the run directory have passed their checks, so a mistyped command
+is answered in about a second rather than after TensorFlow's several.
 """
 
 from __future__ import annotations
@@ -20,17 +23,19 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
-import reverb
-import tensorflow as tf
 from absl import flags
 
-from common import cli, loop, native_log, run_dir
+from common import cli, native_log, run_dir
 from common import config as config_lib
 from common.errors import UsageError
-from common.reverb import server as reverb_server
+
+if TYPE_CHECKING:
+    import reverb
+
+    from common import loop
 
 ROLES = ("all", "server", "learner", "actor")
 # How long an actor keeps trying to reach a vanished Reverb server before it exits.
@@ -41,6 +46,16 @@ TABLES_LOG = "replay_server.log"  # What the server logs while it starts (and lo
 
 
 @dataclasses.dataclass(frozen=True)
+class Parts:
+    """An agent's TensorFlow side, imported by `Agent.parts` once a start's input has been checked."""
+
+    tables: Callable[[Any], Sequence[reverb.Table]]
+    validate: Callable[[Any], None]  # A UsageError for a config that cannot run; creates nothing.
+    learner: Callable[[Any, reverb.Client, str, pathlib.Path], loop.Learner]  # (config, client, address, run dir)
+    actor: Optional[Callable[[Any, reverb.Client, int], None]] = None  # (config, client, seed); acts until stopped.
+
+
+@dataclasses.dataclass(frozen=True)
 class Agent:
     """What an agent's `train.py` declares; the rest is shared."""
 
@@ -48,10 +63,7 @@ class Agent:
     module: str  # Actor processes start as `python -m <module> --role=actor ...`.
     presets: Mapping[str, Any]
     default_preset: str
-    tables: Callable[[Any], Sequence[reverb.Table]]
-    validate: Callable[[Any], None]  # A UsageError for a config that cannot run; creates nothing.
-    learner: Callable[[Any, reverb.Client, str, pathlib.Path], loop.Learner]  # (config, client, address, run dir)
-    actor: Optional[Callable[[Any, reverb.Client, int], None]] = None  # (config, client, seed); acts until stopped.
+    parts: Callable[[], Parts]  # Imports the agent's modules (and TensorFlow): called after the checks.
     # With --role all: the server checkpoints its tables into RUN_DIR/replay
     # (`Learner.save_extra` calls `client.checkpoint()`), and a resumed run
     # starts its server from them, so a replay survives a restart.
@@ -129,11 +141,13 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     if options.role in ("actor", "learner") and not options.replay_address:
         raise UsageError(f"--role {options.role} needs --replay_address HOST:PORT")
     if options.role == "actor":
-        run_actor(agent, config_lib.resolve(agent.presets, agent.default_preset, request, what), options)
+        run_actor(agent.parts(), config_lib.resolve(agent.presets, agent.default_preset, request, what), options)
         return
     config = config_lib.resolve(agent.presets, agent.default_preset, request, what)
     if options.role == "server":
-        server = reverb_server.make_server(agent.tables(config), options.port)
+        from common.reverb import server as reverb_server
+
+        server = reverb_server.make_server(agent.parts().tables(config), options.port)
         print(f"Reverb server listening on port {server.port} (all interfaces; keep it on a private network)")
         server.wait()
         return
@@ -152,12 +166,16 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         if request.frames is None:  # Keep the budget of the latest start, which a resume may have raised.
             request = dataclasses.replace(request, frames=run_dir.last_budget(directory))
         config = config_lib.resume(saved, request, agent.presets, what)
+    parts = agent.parts()  # TensorFlow and Reverb load here, once the input has passed the checks above.
+    from common import loop
+    from common.reverb import server as reverb_server
+
     use_threads(config)  # Before `validate`, which may run TF's first op.
-    agent.validate(config)
+    parts.validate(config)
     native_log.filter_stderr()
     tables_in_run_dir = options.role == "all" and agent.checkpoint_tables
     if options.role == "all" and not tables_in_run_dir:
-        server = reverb_server.make_server(agent.tables(config), options.port)
+        server = reverb_server.make_server(parts.tables(config), options.port)
         address = f"localhost:{server.port}"
     else:
         address = options.replay_address
@@ -166,14 +184,14 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         if tables_in_run_dir:
             # Only now: --overwrite has removed an old run's tables, --resume loads its own.
             with native_log.redirected(directory / TABLES_LOG):  # Loading logs a line per 100 chunks.
-                server = reverb_server.make_server(agent.tables(config), options.port, directory / TABLES_DIR)
+                server = reverb_server.make_server(parts.tables(config), options.port, directory / TABLES_DIR)
             address = f"localhost:{server.port}"
             client = reverb_server.connect(address, options.connect_timeout_s)
         record = run_dir.RunRecord(directory, config, options.role)
         # The run's config stays as saved; only this start's random draws change (`run_dir.segment_seed`).
-        learner = agent.learner(dataclasses.replace(config, seed=record.seed), client, address, directory)
+        learner = parts.learner(dataclasses.replace(config, seed=record.seed), client, address, directory)
     actors = None
-    if options.role == "all" and agent.actor is not None and config.num_actors:
+    if options.role == "all" and parts.actor is not None and config.num_actors:
         actors = ActorSupervisor(
             agent.module, directory / "config.json", address, config.num_actors, directory, record.index
         )  # fmt: skip
@@ -196,6 +214,8 @@ def use_threads(config: Any) -> None:
     """
     threads = getattr(config, "learner_threads", 0)
     if threads:
+        import tensorflow as tf
+
         tf.config.threading.set_intra_op_parallelism_threads(threads)
 
 
@@ -214,8 +234,13 @@ def default_run_dir(agent: Agent, request: config_lib.Request, config: Any) -> s
     return f"runs/{agent.name}/{preset}_{config.env.replace(':', '_')}_s{config.seed}"
 
 
-def run_actor(agent: Agent, config: Any, options: Options) -> None:
+def run_actor(parts: Parts, config: Any, options: Options) -> None:
     """One actor process: act until the server goes away."""
+    import reverb
+    import tensorflow as tf
+
+    from common.reverb import server as reverb_server
+
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # The learner stops its actors.
@@ -223,7 +248,7 @@ def run_actor(agent: Agent, config: Any, options: Options) -> None:
     name = f"actor {options.actor_id}"
     threading.Thread(target=exit_when_server_gone, args=(client, name, ACTOR_PATIENCE_S), daemon=True).start()
     try:
-        agent.actor(config, client, actor_seed(config.seed, options))
+        parts.actor(config, client, actor_seed(config.seed, options))
     except (reverb.errors.ReverbError, RuntimeError) as error:  # The server went away.
         print(f"{name}: stopping, Reverb server gone ({type(error).__name__})", file=sys.stderr)
 
@@ -240,6 +265,8 @@ def exit_when_server_gone(client: reverb.Client, name: str, patience_s: float, p
     Reverb's writers retry a lost server forever, so without this an actor
     whose learner died (or a finished multi-machine run) would never exit.
     """
+    import reverb
+
     unreachable_since = None
     while True:
         time.sleep(period_s)

@@ -7,6 +7,7 @@ them with its replay.
 from __future__ import annotations
 
 import functools
+import pathlib
 import time
 from typing import Any, Callable, Iterator, Mapping
 
@@ -16,6 +17,8 @@ import tensorflow as tf
 from absl import flags
 
 from common import envs, evaluation, loop
+from common.errors import UsageError
+from common.reverb import tables as reverb_tables
 from common.reverb import variables as reverb_variables
 from common.reverb.tables import PARAMS
 from impala import networks, trajectories
@@ -147,6 +150,40 @@ class QueueLearner:
 
     def save_extra(self) -> None:
         """The queue is transient: nothing outside the checkpoint to keep."""
+
+
+def simulate_cpu_devices(count: int) -> None:
+    """Splits the CPU into `count` logical devices (`impala.train --simulated_cpu_devices`); before TF starts."""
+    logical = [tf.config.LogicalDeviceConfiguration()] * count
+    tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0], logical)
+
+
+def learner_strategy(distribute: str, simulated: bool, batch_size: int):
+    """The learner's tf.distribute strategy for --distribute, or None."""
+    if distribute == "none":
+        return None
+    devices = [d.name for d in tf.config.list_logical_devices("CPU" if simulated else "GPU")]
+    if not devices:
+        raise UsageError("--distribute mirrored found no GPU; use --simulated_cpu_devices N to try it on CPU")
+    if batch_size % len(devices):
+        raise UsageError(f"batch_size={batch_size} must divide evenly over {len(devices)} learner replicas")
+    return tf.distribute.MirroredStrategy(devices)
+
+
+def agent_tables(config: ImpalaConfig) -> list[reverb.Table]:
+    return [reverb_tables.queue(trajectories.QUEUE_TABLE, config.queue_size), reverb_tables.variables()]
+
+
+def make_learner(
+    distribute: str,
+    simulated: bool,
+    config: ImpalaConfig,
+    client: reverb.Client,
+    address: str,
+    directory: pathlib.Path,
+) -> QueueLearner:
+    """`launch.Parts.learner` for `impala.train`: the queue learner under --distribute's strategy."""
+    return QueueLearner(config, client, address, learner_strategy(distribute, simulated, config.batch_size))
 
 
 def make_network(config: ImpalaConfig, env) -> networks.ActorCritic:

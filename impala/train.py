@@ -21,19 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import pathlib
 
-import reverb
-import tensorflow as tf
 from absl import flags
 
 from common import cli, launch
-from common.errors import UsageError
-from common.networks import check_fits_env
-from common.reverb import tables
-from impala import trajectories
-from impala.agent import QueueLearner, run_actor
-from impala.config import PRESETS, ImpalaConfig
+from impala.config import PRESETS
 
 launch.define_flags("impala", PRESETS, "toy")
 flags.adopt_module_key_flags(launch)
@@ -47,46 +39,31 @@ flags.DEFINE_integer(
 FLAGS = flags.FLAGS
 
 
-def simulate_cpu_devices(count: int) -> None:
-    """Splits the CPU into `count` logical devices; must run before TensorFlow starts."""
-    logical = [tf.config.LogicalDeviceConfiguration()] * count
-    tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0], logical)
+def parts(distribute: str = "none", simulated: bool = False, actor_id: int = 0) -> launch.Parts:
+    # Imports TensorFlow: only once the command's input has passed its checks.
+    from common.networks import check_fits_env
+    from impala import agent
+
+    return launch.Parts(
+        tables=agent.agent_tables, validate=check_fits_env,
+        learner=functools.partial(agent.make_learner, distribute, simulated),
+        actor=functools.partial(agent.run_actor, actor_id=actor_id),  # A multi-task run's levels (IMPALA §5.3).
+    )  # fmt: skip
 
 
-def learner_strategy(distribute: str, simulated: bool, batch_size: int):
-    """The learner's tf.distribute strategy for --distribute, or None."""
-    if distribute == "none":
-        return None
-    devices = [d.name for d in tf.config.list_logical_devices("CPU" if simulated else "GPU")]
-    if not devices:
-        raise UsageError("--distribute mirrored found no GPU; use --simulated_cpu_devices N to try it on CPU")
-    if batch_size % len(devices):
-        raise UsageError(f"batch_size={batch_size} must divide evenly over {len(devices)} learner replicas")
-    return tf.distribute.MirroredStrategy(devices)
-
-
-def agent_tables(config: ImpalaConfig) -> list[reverb.Table]:
-    return [tables.queue(trajectories.QUEUE_TABLE, config.queue_size), tables.variables()]
-
-
-def make_learner(distribute: str, simulated: bool, config, client, address, directory: pathlib.Path):
-    return QueueLearner(config, client, address, learner_strategy(distribute, simulated, config.batch_size))
-
-
-AGENT = launch.Agent(
-    name="impala", module="impala.train", presets=PRESETS, default_preset="toy", tables=agent_tables,
-    validate=check_fits_env, learner=make_learner, actor=run_actor,
-)  # fmt: skip
+AGENT = launch.Agent(name="impala", module="impala.train", presets=PRESETS, default_preset="toy", parts=parts)
 
 
 def main(argv: list[str]) -> None:
     cli.flags_only(argv)
     request, options = launch.from_flags(FLAGS)
     if FLAGS.simulated_cpu_devices:
-        simulate_cpu_devices(FLAGS.simulated_cpu_devices)
-    learner = functools.partial(make_learner, FLAGS.distribute, bool(FLAGS.simulated_cpu_devices))
-    actor = functools.partial(run_actor, actor_id=options.actor_id)  # A multi-task run's levels (IMPALA §5.3).
-    launch.run(dataclasses.replace(AGENT, learner=learner, actor=actor), request, options)
+        from impala import agent
+
+        agent.simulate_cpu_devices(FLAGS.simulated_cpu_devices)
+    simulated = bool(FLAGS.simulated_cpu_devices)
+    wired = functools.partial(parts, FLAGS.distribute, simulated, options.actor_id)
+    launch.run(dataclasses.replace(AGENT, parts=wired), request, options)
 
 
 if __name__ == "__main__":

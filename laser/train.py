@@ -21,18 +21,24 @@ from __future__ import annotations
 from absl import flags
 
 from common import cli, launch
-from common.networks import check_fits_env
-from laser import agent
 from laser.config import PRESETS
 
 launch.define_flags("laser", PRESETS, "toy_laser")
 flags.adopt_module_key_flags(launch)
 FLAGS = flags.FLAGS
 
-AGENT = launch.Agent(
-    name="laser", module="laser.train", presets=PRESETS, default_preset="toy_laser", tables=agent.agent_tables,
-    validate=check_fits_env, learner=agent.make_learner, actor=agent.run_actor,
-)  # fmt: skip
+
+def parts() -> launch.Parts:
+    # Imports TensorFlow: only once the command's input has passed its checks.
+    from common.networks import check_fits_env
+    from laser import agent
+
+    return launch.Parts(
+        tables=agent.agent_tables, validate=check_fits_env, learner=agent.make_learner, actor=agent.run_actor
+    )
+
+
+AGENT = launch.Agent(name="laser", module="laser.train", presets=PRESETS, default_preset="toy_laser", parts=parts)
 
 
 def main(argv: list[str]) -> None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 from absl import flags
 
 from common import cli, launch
-from per import agent
 from per.config import PRESETS
 
 launch.define_flags("per", PRESETS, "toy")
@@ -36,10 +35,17 @@ flags.adopt_module_key_flags(launch)
 FLAGS = flags.FLAGS
 
 
+def parts() -> launch.Parts:
+    from per import agent  # Imports TensorFlow: only once the command's input has passed its checks.
+
+    return launch.Parts(
+        tables=agent.agent_tables, validate=agent.validate, learner=agent.make_agent, actor=agent.run_actor
+    )
+
+
 AGENT = launch.Agent(
-    name="per", module="per.train", presets=PRESETS, default_preset="toy", tables=agent.agent_tables,
-    validate=agent.validate, learner=agent.make_agent, actor=agent.run_actor, checkpoint_tables=True,
-)  # fmt: skip
+    name="per", module="per.train", presets=PRESETS, default_preset="toy", parts=parts, checkpoint_tables=True
+)
 
 
 def main(argv: list[str]) -> None:
