@@ -34,14 +34,13 @@ import pathlib
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from absl import flags
 
 from common import cli, launch, run_dir
 from common import config as config_lib
 from common.errors import UsageError
-from common.networks import check_fits_env
-from common.reverb import server as reverb_server
 from common.signals import (
     INTERRUPTED_EXIT_CODES,
     StopRequested,
@@ -49,8 +48,10 @@ from common.signals import (
     raise_on_stop_signals,
     stops_deferred,
 )
-from laser import agent
 from laser.config import MAX_SWEEP, PRESETS, LaserConfig, sweep_members
+
+if TYPE_CHECKING:
+    import reverb
 
 flags.DEFINE_enum("role", "all", ["all", "server"], "all: the whole sweep here; server: only its Reverb server.")
 flags.DEFINE_enum("preset", "minatar_laser", list(PRESETS), "The members' base preset (laser/config.py).")
@@ -99,12 +100,25 @@ def requested_members(directory: pathlib.Path) -> tuple[list[LaserConfig], bool]
     base = config_lib.resolve(PRESETS, FLAGS.preset, request, "laser config")
     if base.sweep_member != -1:
         raise UsageError("sweep_member is set by laser.sweep for each member; do not override it")
+    members = sweep_members(base, FLAGS.agents)
+    from common.networks import check_fits_env  # TensorFlow loads here, after the flags' checks.
+
     check_fits_env(base)
-    return sweep_members(base, FLAGS.agents), False
+    return members, False
+
+
+def make_server(configs: list[LaserConfig]) -> reverb.Server:
+    """The sweep's Reverb server (every member's queue and parameters, one shared replay) on --port."""
+    from common.reverb import server as reverb_server
+    from laser import agent
+
+    return reverb_server.make_server(agent.sweep_tables(configs), FLAGS.port)
 
 
 def write_configs(directory: pathlib.Path, configs: list[LaserConfig]) -> None:
     """Each member's config (for its learner and actors) and the server's table names."""
+    from laser import agent
+
     (directory / "configs").mkdir(parents=True, exist_ok=True)
     for config in configs:
         config_path(directory, config.sweep_member).write_text(config_lib.to_json(config) + "\n")
@@ -155,7 +169,7 @@ def run_sweep(directory: pathlib.Path, configs: list[LaserConfig], saved: bool) 
     handed to each running learner, which saves a checkpoint; the status is
     then 128 + the signal, as it is when a member's learner alone was stopped.
     """
-    server = reverb_server.make_server(agent.sweep_tables(configs), FLAGS.port)  # Before any write: a busy port fails.
+    server = make_server(configs)  # Before any write: a busy port fails.
     if not saved:
         write_configs(directory, configs)
     address = f"localhost:{server.port}"
@@ -225,7 +239,7 @@ def main(argv: list[str]) -> None:
     directory = pathlib.Path(FLAGS.sweep_dir or f"{default}_s{FLAGS.seed or 0}")
     configs, saved = requested_members(directory)
     if FLAGS.role == "server":
-        server = reverb_server.make_server(agent.sweep_tables(configs), FLAGS.port)
+        server = make_server(configs)
         if not saved:
             write_configs(directory, configs)
         print(f"Reverb server of the sweep listening on port {server.port} (all interfaces)", flush=True)

@@ -1,5 +1,6 @@
 """Bad input at the command line: one line on stderr, exit status 2, no traceback."""
 
+import json
 import os
 import pathlib
 import subprocess
@@ -131,6 +132,56 @@ def test_the_study_scripts_check_their_flags_without_loading_tensorflow(module):
     check = f"import sys, {module}; print(sorted({{'tensorflow', 'reverb', 'sonnet'}} & set(sys.modules)))"
     result = run(sys.executable, "-c", check)
     assert (result.returncode, result.stdout.strip()) == (0, "[]"), result.stderr
+
+
+_CHECK_BEFORE_TENSORFLOW = """
+import json, sys
+from absl import flags
+from common import cli
+module, cases = sys.argv[1], json.loads(sys.argv[2])
+entry = __import__(module, fromlist=["main"])
+statuses = []
+for case in cases:
+    flags.FLAGS.unparse_flags()
+    sys.argv = [module, *case]
+    try:
+        cli.run(entry.main)
+    except SystemExit as exit:
+        statuses.append(exit.code)
+print(json.dumps([statuses, sorted({"tensorflow", "reverb", "sonnet"} & set(sys.modules))]))
+"""
+
+
+@pytest.mark.parametrize("module", ["impala.train", "per.train", "laser.train"])
+def test_training_refuses_bad_input_before_loading_tensorflow(module, tmp_path):
+    """`common.launch` imports an agent's TensorFlow side (`Agent.parts`) only after the flags, the config and the
+    run directory have passed their checks: a mistyped command is answered in under a second, not after 5-8 s."""
+    existing, empty = tmp_path / "run", tmp_path / "empty"
+    existing.mkdir()
+    (existing / "config.json").write_text("{}")
+    empty.mkdir()
+    cases = [
+        ["--preset=nope"], ["--config_override=nope=1"], ["--frames=abc"], ["--env=minatar:nope"], ["--seed=-1"],
+        [f"--run_dir={existing}"], [f"--run_dir={empty}", "--resume"], ["--role=learner"],
+    ]  # fmt: skip
+    result = run(sys.executable, "-c", _CHECK_BEFORE_TENSORFLOW, module, json.dumps(cases))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == [[2] * len(cases), []], result.stderr
+
+
+def test_the_laser_sweep_refuses_bad_input_before_loading_tensorflow(tmp_path):
+    existing, empty = tmp_path / "sweep", tmp_path / "empty"
+    (existing / "configs").mkdir(parents=True)
+    (existing / "configs" / "member_0.json").write_text("{}")
+    empty.mkdir()
+    cases = [
+        ["--preset=nope"], ["--agents=0"], ["--config_override=replay_fraction=1.5"],
+        ["--config_override=sweep_member=3"], [f"--sweep_dir={existing}"], [f"--sweep_dir={empty}", "--resume"],
+        [f"--sweep_dir={existing}", "--resume", "--seed=4"], ["--role=server"],
+    ]  # fmt: skip
+    result = run(sys.executable, "-c", _CHECK_BEFORE_TENSORFLOW, "laser.sweep", json.dumps(cases))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == [[2] * len(cases), []], result.stderr
 
 
 def test_a_cliffwalk_of_no_seeds_is_refused_and_leaves_the_results():
