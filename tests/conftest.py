@@ -48,19 +48,22 @@ def fake_lab(monkeypatch):
 
 
 # Test files by the worker time they took in a fresh-clone `make test` (seconds,
-# at 3df355e), most first. `make test` hands whole files to its 2 workers in
+# at ac4487d), most first. `make test` hands whole files to its 2 workers in
 # collection order (`--dist loadfile --no-loadscope-reorder`); a long file
 # handed out last leaves the other worker idle, so these go first.
 LONG_FILES = {
-    "test_suite.py": 180,
-    "test_impala_recovery.py": 160,
-    "test_per_system.py": 150,
-    "test_run_dir_contract.py": 135,
-    "test_impala_system.py": 130,
-    "test_laser_system.py": 105,
-    "test_peers.py": 61,
-    "test_laser_sweep.py": 57,
-    "test_suite_ray.py": 57,
+    "test_run_dir_contract.py": 241,
+    "test_laser_sweep.py": 225,
+    "test_per_system.py": 212,
+    "test_impala_recovery.py": 187,
+    "test_cli.py": 155,
+    "test_impala_system.py": 154,
+    "test_laser_system.py": 139,
+    "test_suite.py": 135,
+    "test_suite_ray.py": 89,
+    "test_envs_atari.py": 74,
+    "test_impala_distribute.py": 73,
+    "test_peers.py": 63,
 }
 
 
