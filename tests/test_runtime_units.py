@@ -617,19 +617,29 @@ def test_actor_processes_seed_by_actor_restart_and_start(monkeypatch, tmp_path):
     assert [c[-1] for c in commands] == ["--segment=3", "--segment=3"]
 
 
+def sleeping_supervisor(tmp_path, started: list, on_restart) -> launch.ActorSupervisor:
+    """A one-actor supervisor whose actors are `sleep 60` (appended to `started`); `on_restart()` runs first at each
+    restart."""
+
+    class Supervisor(launch.ActorSupervisor):
+        def _start(self, actor_id):
+            if self._incarnations[actor_id]:
+                on_restart()
+            started.append(subprocess.Popen(["sleep", "60"], start_new_session=True))
+            self._processes[actor_id] = started[-1]
+
+    return Supervisor("per.train", tmp_path / "config.json", "localhost:1", 1, tmp_path)
+
+
 def test_an_actor_restarting_as_the_supervisor_stops_is_stopped_too(tmp_path):
     """The watcher saw a dead actor and is starting its successor when `stop` comes: that one must end too."""
     restarting, proceed, started = threading.Event(), threading.Event(), []
 
-    class Supervisor(launch.ActorSupervisor):
-        def _start(self, actor_id):
-            if self._incarnations[actor_id]:  # The restart: `stop` comes now.
-                restarting.set()
-                proceed.wait(10)
-            started.append(subprocess.Popen(["sleep", "60"], start_new_session=True))
-            self._processes[actor_id] = started[-1]
+    def stop_comes_now():
+        restarting.set()
+        proceed.wait(10)
 
-    supervisor = Supervisor("per.train", tmp_path / "config.json", "localhost:1", 1, tmp_path)
+    supervisor = sleeping_supervisor(tmp_path, started, stop_comes_now)
     try:
         supervisor.start()
         started[0].kill()
@@ -652,14 +662,11 @@ def test_a_restart_that_cannot_start_a_process_is_retried(tmp_path, capsys):
     """A failed `Popen` (no memory, no file descriptors) once ended the watcher: no actor was restarted again."""
     started, failures = [], [OSError(12, "Cannot allocate memory")]
 
-    class Supervisor(launch.ActorSupervisor):
-        def _start(self, actor_id):
-            if self._incarnations[actor_id] and failures:
-                raise failures.pop()
-            started.append(subprocess.Popen(["sleep", "60"], start_new_session=True))
-            self._processes[actor_id] = started[-1]
+    def fails_once():
+        if failures:
+            raise failures.pop()
 
-    supervisor = Supervisor("per.train", tmp_path / "config.json", "localhost:1", 1, tmp_path)
+    supervisor = sleeping_supervisor(tmp_path, started, fails_once)
     try:
         supervisor.start()
         started[0].kill()
