@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import sys
 from typing import Any, Callable, Iterable, Mapping
@@ -38,7 +39,11 @@ def run(main: Callable[[list[str]], Any]) -> None:
 
     def parse_flags(argv: list[str]) -> list[str]:
         if any(arg in ("-h", "--help", "--helpshort", "-help") for arg in argv[1:]):
-            print_help()
+            try:
+                print_help()
+                sys.stdout.flush()
+            except BrokenPipeError:  # `--help | head`: the reader has gone, which is no error of ours.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit.
             sys.exit(0)
         try:
             remaining = flags.FLAGS(argv)

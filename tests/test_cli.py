@@ -394,3 +394,18 @@ def test_an_empty_output_directory_is_refused_not_the_default():
 def test_a_float_flag_that_is_not_finite_is_refused_before_anything_runs(module, flag):
     result = run(sys.executable, "-m", module, flag)
     assert_one_line_usage_error(result, f"{flag}: expected a finite number")
+
+
+@pytest.mark.parametrize("module", ["per.train", "reproduce.per.minatar"])
+def test_help_into_a_closed_pipe_is_quiet(module):
+    """`--help | head` (or `| less`, quit early): the reader leaves before the help is written, no traceback."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", module, "--help"], cwd=REPO, stdout=write, stderr=subprocess.PIPE, text=True,
+            timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert (result.returncode, result.stderr) == (0, "")
