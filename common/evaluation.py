@@ -20,15 +20,17 @@ import itertools
 import json
 import pathlib
 import time
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import numpy as np
-import tensorflow as tf
 from absl import flags
 
 from common import cli, envs, run_dir, scores
 from common import config as config_lib
 from common.errors import UsageError
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 
 class Policy(Protocol):
@@ -70,15 +72,21 @@ def evaluation_env(config: Any, seed: int, task: str | None = None, num_envs: in
     return envs.make_batched(spec, num_envs, seed=seed, **options)
 
 
+def load_config(directory: pathlib.Path, config_class: type) -> Any:
+    """The run's config.json. An entry point loads it before TensorFlow: a wrong RUN_DIR is answered at once."""
+    return config_lib.load(config_class, directory / "config.json", "the run's")
+
+
 def restore(
-    directory: pathlib.Path, config_class: type, make_network: Callable[[Any, Any], tf.Module]
-) -> tuple[Any, tf.Module, int]:
-    """The run's config, the learner's network from the latest checkpoint, and its update count.
+    directory: pathlib.Path, config: Any, make_network: Callable[[Any, Any], tf.Module]
+) -> tuple[tf.Module, int]:
+    """The learner's network from the run's latest checkpoint, and its update count.
 
     `make_network(config, env)` builds the network (with its variables) for
     the evaluation env; the checkpoint holds it as `learner.network`.
     """
-    config = config_lib.load(config_class, directory / "config.json", "the run's")
+    import tensorflow as tf
+
     latest = tf.train.latest_checkpoint(str(directory / "checkpoints"))
     if latest is None:
         raise UsageError(f"{directory} has no checkpoint to evaluate")
@@ -88,7 +96,7 @@ def restore(
     learner = tf.Module()
     learner.network, learner.steps = network, tf.Variable(0, dtype=tf.int64)
     tf.train.Checkpoint(learner=learner).restore(latest).expect_partial()
-    return config, network, int(learner.steps.numpy())
+    return network, int(learner.steps.numpy())
 
 
 def shares(episodes: int, num_envs: int) -> np.ndarray:

@@ -6,17 +6,14 @@ them with its replay.
 
 from __future__ import annotations
 
-import functools
 import pathlib
-import time
-from typing import Any, Callable, Iterator, Mapping
+from typing import Iterator, Mapping
 
 import numpy as np
 import reverb
 import tensorflow as tf
-from absl import flags
 
-from common import envs, evaluation, loop
+from common import envs, loop
 from common.errors import UsageError
 from common.reverb import tables as reverb_tables
 from common.reverb import variables as reverb_variables
@@ -215,29 +212,3 @@ def categorical(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     cdf = probs.cumsum(axis=1)
     u = rng.random((len(probs), 1)) * cdf[:, -1:]
     return np.minimum((cdf < u).sum(axis=1), probs.shape[1] - 1)
-
-
-def evaluate_command(module: str, config_class: type, source: str) -> Callable[[list[str]], None]:
-    """The `main` of `python -m <module> RUN_DIR` (`evaluate`), its flags defined: 200 episodes by default.
-
-    `source`: where the default comes from, for `--help` (IMPALA App. G's protocol).
-    """
-    evaluation.define_flags(200, source)
-    return functools.partial(evaluate, module=module, config_class=config_class, values=flags.FLAGS)
-
-
-def evaluate(argv: list[str], module: str, config_class: type, values: Any) -> None:
-    """`python -m <module> RUN_DIR`: restore the run, play by sampling from pi, report (IMPALA App. G).
-
-    `values`: the entry point's flags from `common.evaluation.define_flags`.
-    """
-    directory = evaluation.run_directory(argv, module, values.episodes, values.envs)
-    config, network, step = evaluation.restore(directory, config_class, make_network)
-    start = time.time()
-    policy = Sampling(config, network, values.seed)
-    if envs.is_suite(config.env):  # Every level of the suite, scored as its test level (IMPALA §5.3, App. B).
-        returns = evaluation.play_suite(config, policy, values.episodes, values.seed, values.log_every_s, values.envs)
-        evaluation.report_suite(directory, config, step, returns, values.seed, time.time() - start)
-        return
-    returns = evaluation.play(config, policy, values.episodes, values.seed, values.log_every_s, num_envs=values.envs)
-    evaluation.report(directory, config, step, returns, values.seed, time.time() - start, "atari_noop")

@@ -13,10 +13,10 @@ human-normalised score (no-op protocol), and writes RUN_DIR/eval_step<N>.json.
 from __future__ import annotations
 
 from common import cli
-from impala.agent import evaluate_command
+from impala import evaluation
 from impala.config import ImpalaConfig
 
-main = evaluate_command("impala.evaluate", ImpalaConfig, "IMPALA App. G: 200")
+main = evaluation.command("impala.evaluate", ImpalaConfig, "IMPALA App. G: 200")
 
 if __name__ == "__main__":
     cli.run(main)

@@ -8,10 +8,12 @@ Writes RUN_DIR/eval_step<N>.json; see `impala.evaluate` for the protocol.
 from __future__ import annotations
 
 from common import cli
-from impala.agent import evaluate_command
+from impala import evaluation
 from laser.config import LaserConfig
 
-main = evaluate_command("laser.evaluate", LaserConfig, "IMPALA App. G: 200, the protocol LASER's Atari results follow")
+main = evaluation.command(
+    "laser.evaluate", LaserConfig, "IMPALA App. G: 200, the protocol LASER's Atari results follow"
+)
 
 if __name__ == "__main__":
     cli.run(main)

@@ -17,24 +17,32 @@ Prints progress, then the mean raw return, and writes RUN_DIR/eval_step<N>.json.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from absl import flags
 
 from common import cli, evaluation
-from per import actor, networks
 from per.config import PerConfig
+
+if TYPE_CHECKING:
+    from per import networks
 
 evaluation.define_flags(100, "PER App. B.2.3: 100")
 FLAGS = flags.FLAGS
 
 
 def make_network(config: PerConfig, env) -> networks.QNetwork:
+    from per import networks
+
     return networks.make(config, env.observation_space, int(env.action_space.n), name="q_network")
 
 
 def main(argv: list[str]) -> None:
     directory = evaluation.run_directory(argv, "per.evaluate", FLAGS.episodes, FLAGS.envs)
-    config, network, step = evaluation.restore(directory, PerConfig, make_network)
+    config = evaluation.load_config(directory, PerConfig)
+    from per import actor  # TensorFlow loads here, once the command and RUN_DIR have passed their checks.
+
+    network, step = evaluation.restore(directory, config, make_network)
     start = time.time()
     policy = actor.EpsilonGreedy(network, config.eval_epsilon, FLAGS.seed)
     returns = evaluation.play(config, policy, FLAGS.episodes, FLAGS.seed, FLAGS.log_every_s, num_envs=FLAGS.envs)

@@ -169,6 +169,18 @@ def test_training_refuses_bad_input_before_loading_tensorflow(module, tmp_path):
     assert json.loads(result.stdout.splitlines()[-1]) == [[2] * len(cases), []], result.stderr
 
 
+@pytest.mark.parametrize("module", ["impala.evaluate", "per.evaluate", "laser.evaluate"])
+def test_evaluation_refuses_bad_input_before_loading_tensorflow(module, tmp_path):
+    """The RUN_DIR count, --episodes, --envs and the run's config.json are checked before TensorFlow loads."""
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "config.json").write_text("{not json")
+    cases = [[], ["a", "b"], [str(tmp_path / "none")], [str(corrupt)], ["--episodes=0", "a"], ["--envs=0", "a"]]
+    result = run(sys.executable, "-c", _CHECK_BEFORE_TENSORFLOW, module, json.dumps(cases))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == [[2] * len(cases), []], result.stderr
+
+
 def test_the_laser_sweep_refuses_bad_input_before_loading_tensorflow(tmp_path):
     existing, empty = tmp_path / "sweep", tmp_path / "empty"
     (existing / "configs").mkdir(parents=True)

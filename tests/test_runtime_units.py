@@ -113,7 +113,7 @@ def test_evaluating_a_run_without_a_checkpoint_is_a_usage_error(tmp_path):
         raise AssertionError("no network is built without a checkpoint")
 
     with pytest.raises(UsageError, match=f"^{tmp_path} has no checkpoint to evaluate$"):
-        evaluation.restore(tmp_path, type(PRESETS["toy"]), never_built)
+        evaluation.restore(tmp_path, evaluation.load_config(tmp_path, type(PRESETS["toy"])), never_built)
 
 
 def test_env_options_follow_the_env_family():
