@@ -140,10 +140,10 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     what = f"{agent.name} config"
     if options.role in ("actor", "learner") and not options.replay_address:
         raise UsageError(f"--role {options.role} needs --replay_address HOST:PORT")
-    if options.role == "actor":
-        run_actor(agent.parts(), config_lib.resolve(agent.presets, agent.default_preset, request, what), options)
-        return
     config = config_lib.resolve(agent.presets, agent.default_preset, request, what)
+    if options.role == "actor":
+        run_actor(agent.parts(), config, options)
+        return
     if options.role == "server":
         from common.reverb import server as reverb_server
 
