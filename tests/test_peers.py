@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import pathlib
+import signal
 import stat
 import subprocess
 import sys
@@ -133,6 +134,21 @@ def test_a_run_measures_its_window_then_stops_the_system_and_the_processes_it_st
     while _running(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _running(pid)
+
+
+def test_measuring_from_a_process_that_ignores_ctrl_c_still_gives_the_system_a_clean_stop(tmp_path):
+    """A caller started in the background (a CI job's test runner) ignores SIGINT: its system must not."""
+    stopped = tmp_path / "stopped"
+    clean_stop = f"import atexit; atexit.register(lambda: open({str(stopped)!r}, 'w').close())\n"
+    system = _system("ours", "stand_in", lambda scratch: _counter_command(1000, prelude=clean_stop))
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        began = time.monotonic()
+        result = measure.measure(system, measure.Window(warmup_s=0.2, seconds=1.0, startup_timeout_s=30.0))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert result.note == "" and stopped.exists()  # Python's own exit ran: Ctrl-C, not the SIGKILL after grace.
+    assert time.monotonic() - began < 30
 
 
 def test_a_system_that_exits_early_is_a_run_without_a_rate():

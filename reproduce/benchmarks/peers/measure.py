@@ -108,6 +108,7 @@ def watch(command: list[str], frames_pattern: str, window: Window) -> tuple[list
         command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         start_new_session=True,  # Its own process group: the stop below reaches every process it started.
+        preexec_fn=_default_sigint,
     )  # fmt: skip
     lines: queue.Queue[str | None] = queue.Queue()
     threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
@@ -135,6 +136,17 @@ def watch(command: list[str], frames_pattern: str, window: Window) -> tuple[list
     finally:
         stop(process)
     return reports, list(tail)
+
+
+def _default_sigint() -> None:
+    """In the child, before exec: Ctrl-C's default action, which `stop` relies on for a clean stop.
+
+    The `peers` entry point takes Ctrl-C itself (`common.errors.cli`), so its children
+    start with the default. `measure` called from a process that ignores SIGINT (a test
+    runner in a background job) passed the ignore on: a system that leaves SIGINT to
+    Python then ignored `stop`'s Ctrl-C and was killed after the whole grace period.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def stop(process: subprocess.Popen, grace_s: float = 60.0) -> None:
