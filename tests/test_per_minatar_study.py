@@ -189,6 +189,38 @@ def test_the_step_size_study_sets_the_small_step_beside_all_three_variants():
     assert minatar.step_shares(rows[:1] + rows[2:]) == []  # No small-step run: nothing to say.
 
 
+def test_a_shorter_small_step_run_is_set_beside_the_longer_runs_curves_at_its_frames():
+    """Seaquest's control ran 1M frames beside 2M-frame variants: each is read at its last curve point <= 1M."""
+
+    def run(variant: str, frames: int, curve: list[tuple[int, float]]) -> dict:
+        points = {"frames": [f for f, _ in curve], "trailing100": [r for _, r in curve]}
+        return {**summary(variant, curve[-1][1]), "frames": frames, "curve": points}
+
+    small = run("uniform_small_step", 1_000_000, [(500_000, 0.8), (999_000, 1.0)])
+    longer = [
+        run("uniform", 2_000_000, [(990_000, 4.0), (1_001_000, 9.0), (2_000_000, 18.0)]),
+        run("rank", 2_000_000, [(995_000, 0.5), (1_004_000, 7.0), (2_000_000, 1.4)]),
+        run("proportional", 2_000_000, [(1_000_000, 2.0), (2_000_000, 1.8)]),
+    ]
+    assert minatar.read_at(longer[0], 1_000_000) == 4.0 and minatar.read_at(longer[0], 900_000) is None
+    runs = [small, *longer]
+    rows = minatar.table_rows(runs, {"breakout": 10.3}, minatar.STEP_CURVES)
+    shares = minatar.step_shares(rows, runs)
+    # (1 - 4) / (0.5 - 4) of the way to rank, (1 - 4) / (2 - 4) to proportional; not the 2M scores.
+    assert shares[-1] == (
+        "- breakout, seed 0, 1,000,000 frames: the smaller step (1.00) moves uniform 86% of the way to rank "
+        "(4.00 -> 0.50); 150% of the way to proportional (4.00 -> 2.00) (read off the curves of the 2,000,000-frame "
+        "runs)."
+    )
+    assert any("a prioritized variant's beta had annealed only part of the way" in line for line in shares)
+    assert len([line for line in shares if line.startswith("- ")]) == 1  # The 2M runs have no small-step run.
+    assert minatar.step_shares(rows) == []  # Without the longer runs' curves there is nothing at 1M to compare.
+    # Runs of equal budgets are compared on their own scores, with nothing said of curves.
+    equal = minatar.step_shares(minatar.table_rows(longer + [{**small, "frames": 2_000_000}], {"breakout": 10.3},
+                                                   minatar.STEP_CURVES), runs)  # fmt: skip
+    assert not any("curve" in line for line in equal)
+
+
 def test_fig10_draws_both_replays(tmp_path, monkeypatch):
     monkeypatch.setattr(minatar, "FLAGS", type("Flags", (), {"profile": "full"}))
     path = tmp_path / "fig10.png"

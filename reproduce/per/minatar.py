@@ -29,7 +29,8 @@ presets' (Young & Tian's) one per step: the arm `uniform_every_4` (not run by
 default) beside `uniform`, in update_ratio.{csv,md,png}. One control: uniform
 replay at the prioritized presets' step size, a quarter of uniform's: the arm
 `uniform_small_step` (not run by default) beside the three variants, in
-step_size.{csv,md,png}.
+step_size.{csv,md,png}; a control of a smaller budget than theirs is set
+beside their curves at its frames.
 
 A study too long for one sitting is assembled from runs made at different
 times, possibly on different machines:
@@ -370,40 +371,78 @@ def side_markdown(title: str, text: tuple[str, ...], rows: list[dict], profile: 
     return "\n".join(lines) + "\n"
 
 
-def step_shares(rows: list[dict]) -> list[str]:
+def step_shares(rows: list[dict], summaries: list[dict] = ()) -> list[str]:
     """The step-size study's summary: how far the smaller step alone moves uniform towards each prioritized variant.
 
-    Per game, seed and budget, (uniform_small_step - uniform) / (variant - uniform)
-    of the last100 scores, for each variant that scores differently from
-    uniform: a lead (the smaller step may explain a prioritized variant's gain)
-    or a deficit (it may explain its loss) alike.
+    Per game, seed and budget of a `uniform_small_step` run, (uniform_small_step
+    - uniform) / (variant - uniform) of the last100 scores, for each variant that
+    scores differently from uniform: a lead (the smaller step may explain a
+    prioritized variant's gain) or a deficit (it may explain its loss) alike.
+    Where an arm has no run of that budget but one of a larger budget among
+    `summaries`, its score there is read off that run's curve (`read_at`).
     """
     score = {(r["game"], r["seed"], r["frames"], r["variant"]): r["last100"] for r in rows}
-    lines = []
-    for game, seed, frames in sorted({(r["game"], r["seed"], r["frames"]) for r in rows}):
-        uniform, small = (score.get((game, seed, frames, arm)) for arm in ("uniform", "uniform_small_step"))
-        if uniform is None or small is None:
-            continue
+
+    def at(variant: str, game: str, seed: int, frames: int) -> tuple[float | None, int | None]:
+        """The arm's score at `frames`, and the budget of the longer run it was read from (None: its own)."""
+        if (own := score.get((game, seed, frames, variant))) is not None:
+            return own, None
+        longer = [
+            s for s in summaries
+            if (s["game"], s["seed"], s["variant"]) == (game, seed, variant) and s["frames"] > frames
+        ]  # fmt: skip
+        if not longer:
+            return None, None
+        shortest = min(longer, key=lambda s: s["frames"])
+        return read_at(shortest, frames), shortest["frames"]
+
+    lines, read_off = [], False
+    small_runs = sorted({(r["game"], r["seed"], r["frames"]) for r in rows if r["variant"] == "uniform_small_step"})
+    for game, seed, frames in small_runs:
+        small = score[(game, seed, frames, "uniform_small_step")]
+        found = {variant: at(variant, game, seed, frames) for variant in ("uniform", "rank", "proportional")}
+        uniform = found["uniform"][0]
         shares = [
             f"{(small - uniform) / (other - uniform):.0%} of the way to {variant} ({uniform:.2f} -> {other:.2f})"
             for variant in ("rank", "proportional")
-            if (other := score.get((game, seed, frames, variant))) is not None and other != uniform
+            if uniform is not None and (other := found[variant][0]) is not None and other != uniform
         ]
-        if shares:
-            lines.append(
-                f"- {game}, seed {seed}, {frames:,} frames: the smaller step ({small:.2f}) moves uniform "
-                f"{'; '.join(shares)}."
-            )
+        if not shares:
+            continue
+        longer = sorted({budget for value, budget in found.values() if value is not None and budget is not None})
+        read_off |= bool(longer)
+        source = f" (read off the curves of the {' and '.join(f'{b:,}' for b in longer)}-frame runs)" if longer else ""
+        lines.append(
+            f"- {game}, seed {seed}, {frames:,} frames: the smaller step ({small:.2f}) moves uniform "
+            f"{'; '.join(shares)}{source}."
+        )
     if not lines:
         return []
+    shorter = [
+        "A run of a smaller budget is set beside the other arms' curves at its frames, to within the curves'",
+        "spacing; there a prioritized variant's beta had annealed only part of the way to 1.",
+    ]
     return [
         "How far uniform replay at the prioritized variants' step size moves uniform's score towards each",
         "variant's, above or below it: (uniform_small_step - uniform) / (variant - uniform). Near 100%: the",
         "smaller step alone scores as the variant does; near 0%: the step size does not explain the gap;",
         "over 100%: the smaller step goes past the variant; negative: it moves the other way.",
+        *(shorter if read_off else []),
         "",
         *lines,
     ]
+
+
+def read_at(summary: dict, frames: int) -> float | None:
+    """A run's 100-episode trailing mean at its last curve point at or before `frames`; None if it has none.
+
+    What a run of a larger budget had scored by `frames`, to within
+    `curve_resolution` (its episodes, which would give it exactly, are not
+    committed).
+    """
+    curve_frames = np.array(summary["curve"]["frames"])
+    before = np.flatnonzero(curve_frames <= frames)
+    return float(summary["curve"]["trailing100"][before[-1]]) if len(before) else None
 
 
 def hours(seconds: float | None) -> str:
@@ -492,7 +531,7 @@ def main(argv: list[str]) -> None:
         if side_runs:
             side_rows = table_rows(side_runs, reference, curves)
             reproduce.write_csv(out / f"{stem}.csv", side_rows)
-            notes = step_shares(side_rows) if arms is STEP_ARMS else []
+            notes = step_shares(side_rows, side_runs) if arms is STEP_ARMS else []
             (out / f"{stem}.md").write_text(side_markdown(title, text, side_rows, FLAGS.profile, notes))
             plot(side_runs, reference, out / f"{stem}.png", curves, title)
             write_provenance(out, stem, side_runs, start)
