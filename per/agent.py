@@ -174,8 +174,9 @@ class ReplayState(tf.train.experimental.PythonState):
 
     Reverb checkpoints the table (items, priorities, the rate limiter's
     counts); what Reverb cannot know lives in the client: the insert count,
-    the running maximum (and minimum) priority of Algorithm 1, and the
-    rank-based variant's |delta| per key and sorted snapshot.
+    the running maximum priority of Algorithm 1, the rank-based variant's
+    |delta| per key and sorted snapshot, and with global_min weights the
+    proportional variant's written priorities (`per.replay.LiveMinimum`).
     """
 
     def __init__(self, replay: PrioritizedReplay):
@@ -185,8 +186,16 @@ class ReplayState(tf.train.experimental.PythonState):
         r = self.replay
         arrays = {
             "counters": np.array([r.inserted, r._updates], np.int64),
-            "priorities": np.array([r.max_priority, r.min_priority], np.float64),
+            "priorities": np.array([r.max_priority], np.float64),
         }
+        if r.live_minimum is not None:
+            written = r.live_minimum.written
+            keys = np.fromiter(written, np.uint64, len(written))
+            arrays.update(
+                min_keys=keys,
+                min_written=np.array([written[int(k)] for k in keys], np.float64).reshape(-1, 2),
+                min_floor=np.array(r.live_minimum.floor or [], np.float64),
+            )
         if r._rank is not None:
             keys = np.fromiter(r._rank._delta, np.uint64, len(r._rank._delta))
             arrays.update(
@@ -205,7 +214,10 @@ class ReplayState(tf.train.experimental.PythonState):
         r = self.replay
         with np.load(io.BytesIO(string_value)) as arrays:
             r.inserted, r._updates = (int(x) for x in arrays["counters"])
-            r.max_priority, r.min_priority = (float(x) for x in arrays["priorities"])
+            # A checkpoint from before `LiveMinimum` also holds the smallest priority ever written.
+            r.max_priority, *smallest = (float(x) for x in arrays["priorities"])
+            if r.live_minimum is not None:
+                r.live_minimum.restore(*written_priorities(arrays, smallest, r.inserted))
             if r._rank is not None:
                 keys = [int(k) for k in arrays["rank_keys"]]
                 r._rank._delta = dict(zip(keys, arrays["rank_delta"].tolist()))
@@ -215,6 +227,19 @@ class ReplayState(tf.train.experimental.PythonState):
                 # A checkpoint from before `max_rank`: the largest rank of its last re-rank.
                 default = r._rank._unseen + len(r._rank._snapshot)
                 r._rank.max_rank = int(arrays["rank_max_rank"]) if "rank_max_rank" in arrays else max(default, 1)
+
+
+def written_priorities(arrays: Any, smallest: list[float], inserted: int) -> tuple[dict, tuple | None]:
+    """`LiveMinimum.restore`'s arguments from a checkpoint's arrays.
+
+    One saved before `LiveMinimum` kept only the smallest priority ever
+    written: it bounds that run's live items until they are evicted.
+    """
+    if "min_keys" not in arrays:
+        return {}, (smallest[0], inserted) if smallest else None
+    written = {int(k): (float(p), int(at)) for k, (p, at) in zip(arrays["min_keys"], arrays["min_written"])}
+    floor = arrays["min_floor"].tolist()
+    return written, (floor[0], int(floor[1])) if floor else None
 
 
 class Serialized(tf.train.experimental.PythonState):

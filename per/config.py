@@ -68,7 +68,10 @@ class PerConfig(config_lib.EnvConfig):
     # fixed instead (beta0 = beta_final = 1: full correction; 0: none).
     beta_final: float = 1.0
     priority_epsilon: float = 1e-6  # p = |delta| + epsilon (§3.3).
-    weight_normalization: str = "batch_max"  # Algorithm 1 line 10; or global_min.
+    # §3.4 and Algorithm 1 line 10 divide w_j by max_i w_i without saying over
+    # which items: `batch_max` reads it as the minibatch (as Dopamine does),
+    # `global_min` as the whole replay (as OpenAI baselines does). A choice.
+    weight_normalization: str = "batch_max"
     rerank_interval: int = 10_000  # Rank-based: priority updates between full re-ranks.
     # Learning.
     batch_size: int = 32  # k.

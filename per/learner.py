@@ -4,8 +4,11 @@ PER Algorithm 1, lines 9-15, for one minibatch of k transitions j sampled
 from the replay with their importance weights w_j:
 
     delta_j = R_j + gamma_j Q(S_j, argmax_a Q(S_j, a; theta); theta^-) - Q(S_{j-1}, A_{j-1}; theta)
-    theta  <- theta - eta * grad sum_j w_j huber(delta_j)        (RMSProp; §4 clips delta to [-1, 1])
+    theta  <- theta - eta * grad L,  L = sum_j w_j huber(delta_j)   (RMSProp; §4 clips delta to [-1, 1])
     theta^- <- theta every `target_update_period` updates
+
+L is the sum over the minibatch (Algorithm 1's accumulated Delta) or, with
+`loss_reduction="mean"` (the MinAtar presets, as Young & Tian), its mean.
 
 The compiled `_update` is the maths only (`per.losses`, the optimizer); the
 Python `update` around it counts updates and copies the target network.

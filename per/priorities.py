@@ -40,10 +40,11 @@ def importance_weights(
       probabilities: [k] P(i) of the sampled items.
       table_size: N, the number of items in the replay.
       beta: the IS exponent; 1 corrects fully.
-      normalization: `batch_max` divides by the largest weight in the batch
-        (Algorithm 1); `global_min` divides by the weight of the least likely
-        item in the replay, `min_probability`, which bounds every weight by 1
-        across batches.
+      normalization: which max_i w_i the weights are divided by (§3.4,
+        Algorithm 1 line 10; the paper does not say over which items):
+        `batch_max`, the largest weight in the batch; `global_min`, the weight
+        of the least likely item in the replay, `min_probability`, which
+        bounds every weight by 1 across batches.
 
     Returns [k] weights in (0, 1].
     """

@@ -37,6 +37,7 @@ full 10^6 replay: about 30 inserts in expectation).
 
 from __future__ import annotations
 
+import heapq
 import queue
 import sys
 import threading
@@ -162,6 +163,60 @@ class RankTracker:
         """rank^-alpha with Python's pow, as `_min_probability`'s: numpy's can differ in the last bit and so
         push a global_min weight above 1."""
         return [rank**-self.alpha for rank in ranks]
+
+
+class LiveMinimum:
+    """The smallest priority among a proportional replay's live items, for global_min weights.
+
+    Reverb does not report a table's smallest priority, and the smallest ever
+    written is no bound to keep: once its item is evicted or written again,
+    it would go on shrinking every later weight (an item at |delta| = 0 would
+    scale all of them by (epsilon / a typical p)^(alpha beta) for the rest of
+    the run). So the client keeps each written item's priority and insertion
+    index, and a heap of them; an entry whose item was written again, or
+    evicted by the FIFO remover (older than the last `capacity` inserts), is
+    dropped when it reaches the top. An item never written holds the running
+    maximum priority of its insertion, at least p_1 = 1, so the minimum given
+    is at most 1: exact whenever a written item holds it.
+
+    `floor`, from a checkpoint older than this class, is the smallest priority
+    that run had written, as (priority, insertion count at the save): a lower
+    bound on its live items until the `capacity` inserts after the save have
+    evicted them.
+    """
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.written: dict[int, tuple[float, int]] = {}  # Key -> (priority, insertion index).
+        self.floor: tuple[float, int] | None = None
+        self._heap: list[tuple[float, int, int]] = []  # (priority, insertion index, key), stale entries too.
+
+    def write(self, keys: list[int], inserted_at: list[int], new: list[float], inserted: int) -> None:
+        """Records the priorities `new` of live items `keys`; `inserted`: the replay's insertion count."""
+        for key, at, priority in zip(keys, inserted_at, new):
+            self.written[key] = (priority, at)
+            heapq.heappush(self._heap, (priority, at, key))
+        if len(self._heap) > 2 * self.capacity:  # Mostly stale entries: rebuild from the live items.
+            oldest_live = inserted - self.capacity
+            self.restore({k: v for k, v in self.written.items() if v[1] >= oldest_live}, self.floor)
+
+    def restore(self, written: dict[int, tuple[float, int]], floor: tuple[float, int] | None) -> None:
+        self.written, self.floor = written, floor
+        self._heap = [(priority, at, key) for key, (priority, at) in written.items()]
+        heapq.heapify(self._heap)
+
+    def minimum(self, inserted: int) -> float:
+        """The smallest live priority, at most 1 (see the class); `inserted`: the replay's insertion count."""
+        oldest_live = inserted - self.capacity
+        while self._heap:
+            priority, at, key = self._heap[0]
+            if at >= oldest_live and self.written.get(key) == (priority, at):
+                break
+            heapq.heappop(self._heap)
+        smallest = self._heap[0][0] if self._heap else 1.0
+        if self.floor is not None and self.floor[1] > oldest_live:  # Some item of the old run may be live.
+            smallest = min(smallest, self.floor[0])
+        return min(smallest, 1.0)
 
 
 class TransitionWriter:
@@ -442,7 +497,8 @@ class PrioritizedReplay:
     ):
         self.client, self.config, self.table_name = client, config, table_name
         self.max_priority = 1.0  # Algorithm 1, line 2: p_1 = 1.
-        self.min_priority = 1.0  # Lower bound on the live minimum, for global_min weights.
+        global_min = config.variant == "proportional" and config.weight_normalization == "global_min"
+        self.live_minimum = LiveMinimum(config.capacity) if global_min else None
         self.inserted = 0
         self._updates, self._flush_every, self._max_unseen, self._unflushed = 0, flush_every, max_unseen, 0
         self._sole_writer, self._sample_timeout_ms, self._overlap = sole_writer, sample_timeout_ms, overlap
@@ -611,7 +667,7 @@ class PrioritizedReplay:
         total = priority**exponent / probability
         if self._rank:  # The largest rank: the table's size, or more between re-ranks (`RankTracker`).
             return max(table_size, self._rank.max_rank) ** -self.config.alpha / total
-        return self.min_priority**exponent / total
+        return self.live_minimum.minimum(self.inserted) ** exponent / total
 
     def inserted_at(self, keys: np.ndarray) -> np.ndarray:
         """[k] the insertion index of each of the last sample's `keys` (another key: taken as the newest)."""
@@ -635,8 +691,9 @@ class PrioritizedReplay:
         else:
             proportional = priorities.proportional_priority(abs_delta, self.config.epsilon)
             self.max_priority = max(self.max_priority, float(proportional.max()))
-            self.min_priority = min(self.min_priority, float(proportional.min()))
             new = proportional.tolist()
+            if self.live_minimum is not None:
+                self.live_minimum.write(keys, inserted_at.tolist(), new, self.inserted)
         updates = dict(zip(keys, new))  # A key sampled twice takes its last |delta|.
         self._mutate(updates)
         self._updates += len(updates)

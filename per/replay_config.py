@@ -20,7 +20,7 @@ class ReplayConfig:
     alpha: float = priorities.PROPORTIONAL["alpha"]  # Table 3: 0.6 proportional, 0.7 rank.
     beta0: float = priorities.PROPORTIONAL["beta0"]  # Table 3: 0.4 proportional, 0.5 rank.
     epsilon: float = 1e-6  # p = |delta| + epsilon (§3.3); PER does not print its value.
-    weight_normalization: str = "batch_max"  # Algorithm 1; or global_min.
+    weight_normalization: str = "batch_max"  # Or global_min: whose max_i w_i (§3.4), see `per.config`.
     rerank_interval: int = 10_000  # Rank-based: priority updates between full re-ranks.
     min_size: int = 1  # Items before sampling may start.
 

@@ -439,6 +439,51 @@ def test_global_min_weights_stay_at_most_one_when_a_rank_between_reranks_exceeds
     assert batch.weights.max() <= 1.0
 
 
+def test_global_min_weights_follow_the_live_minimum_when_the_smallest_priority_is_rewritten_or_evicted(make_replay):
+    """The least likely *live* item weighs 1: not the smallest priority ever written (an item at |delta| = 0 once)."""
+    n, beta = 6, 1.0
+    config = replay_config.ReplayConfig(capacity=n, weight_normalization="global_min")  # Proportional.
+    server, buffer = make_replay(config)
+    fill(buffer, n)
+    keys = keys_by_item(buffer, n)
+    buffer.update(keys, np.array([0.0, 0.2, 0.4, 0.5, 0.6, 0.3]))
+    buffer.update(keys[:1], np.array([0.7]))  # Item 0 leaves |delta| = 0: the live minimum is item 1's.
+
+    def check(batch_size, live, p):
+        """Weights of a fresh draw (a new batch size: a new sampler) against float64 from the live priorities `p`."""
+        P = p**config.alpha / np.sum(p**config.alpha)
+        batch = buffer.sample(batch_size, beta=beta)
+        rows = [live.index(item) for item in batch.data[0][:, 0]]
+        np.testing.assert_allclose(batch.probabilities, P[rows], rtol=1e-6)
+        np.testing.assert_allclose(batch.weights, (n * P[rows]) ** -beta / (n * P.min()) ** -beta, rtol=1e-6)
+
+    eps = config.epsilon
+    check(32, [0, 1, 2, 3, 4, 5], np.array([0.7, 0.2, 0.4, 0.5, 0.6, 0.3]) + eps)
+    for item in (6, 7):  # Evicts items 0 and 1; 6 and 7 enter at the running maximum, still p_1 = 1.
+        buffer.add([np.array([item], np.int32)])
+    buffer.flush()
+    check(16, [2, 3, 4, 5, 6, 7], np.array([0.4 + eps, 0.5 + eps, 0.6 + eps, 0.3 + eps, 1.0, 1.0]))
+    assert buffer.live_minimum.minimum(buffer.inserted) == pytest.approx(0.3 + eps)
+
+
+def test_the_live_minimum_matches_a_brute_force_one_over_random_writes_and_inserts():
+    """`LiveMinimum` against the minimum over the live items' last written priorities (never written: 1)."""
+    rng = np.random.default_rng(11)
+    capacity, inserted = 20, 0
+    tracker, last = replay.LiveMinimum(capacity), {}
+    for _ in range(400):
+        inserted += int(rng.integers(0, 3))
+        live = list(range(max(inserted - capacity, 0), inserted))
+        if live:
+            items = rng.choice(live, size=min(len(live), 4)).tolist()  # Keys are items here; repeats too.
+            new = rng.uniform(0.0, 1.5, len(items)).round(2).tolist()
+            tracker.write(items, items, new, inserted)
+            last.update(zip(items, new))
+        expected = min([last[i] for i in range(max(inserted - capacity, 0), inserted) if i in last] + [1.0])
+        assert tracker.minimum(inserted) == expected
+    assert len(tracker._heap) <= 2 * capacity  # Stale entries are dropped, not kept for the whole run.
+
+
 def test_new_items_enter_at_the_running_maximum_priority(make_replay):
     server, buffer = make_replay(replay_config.ReplayConfig(capacity=100))
     fill(buffer, 4)
@@ -472,9 +517,14 @@ def test_zero_td_errors_give_finite_weights(variant, normalization, make_replay)
     np.testing.assert_allclose(batch.weights, raw / norm, rtol=1e-6)
 
 
+def client_side(buffer):
+    """What the client knows of written priorities: rank-based, |delta| per key; proportional, (p, item) per key."""
+    return dict(buffer._rank._delta) if buffer._rank else dict(buffer.live_minimum.written)
+
+
 @pytest.mark.parametrize("variant", ["proportional", "rank"])
 def test_updating_an_evicted_item_is_a_no_op(variant, make_replay):
-    config = replay_config.ReplayConfig(variant=variant, capacity=4)
+    config = replay_config.ReplayConfig(variant=variant, capacity=4, weight_normalization="global_min")
     server, buffer = make_replay(config)
     fill(buffer, 4)
     keys = keys_by_item(buffer, 4)
@@ -483,17 +533,19 @@ def test_updating_an_evicted_item_is_a_no_op(variant, make_replay):
     while 0 not in stale.data[0][:, 0]:
         stale = buffer.sample(64, beta=0.0)
     fill(buffer, 1)  # The FIFO remover evicts item 0; item 4 enters at the maximal priority.
-    tracked = buffer.max_priority, buffer.min_priority, dict(buffer._rank._delta) if buffer._rank else None
+    tracked = buffer.max_priority, client_side(buffer)
     live = server_priorities(buffer, 4)
     key_0 = stale.keys[list(stale.data[0][:, 0]).index(0)]
-    # Key 0 would be a new max and min; item 1, the oldest live one, is updated in the same call: the
+    # Key 0 would be a new max and (live) min; item 1, the oldest live one, is updated in the same call: the
     # boundary of `update`'s liveness test. Its |delta| 3.0 stays within [min, max] and moves it from rank
     # 3 to rank 2 of the last snapshot (0.5, 1.5, 2.5, 3.5), so its priority changes in either variant.
     buffer.update(np.array([key_0, key_0, keys[1]], np.uint64), np.array([9.0, 0.0, 3.0]))
-    if buffer._rank:
-        tracked = (*tracked[:2], {**tracked[2], int(keys[1]): 3.0})
-    assert (buffer.max_priority, buffer.min_priority, dict(buffer._rank._delta) if buffer._rank else None) == tracked
     item_1 = 2.0**-config.alpha if buffer._rank else 3.0 + config.epsilon
+    if buffer._rank:
+        tracked = (tracked[0], {**tracked[1], int(keys[1]): 3.0})
+    else:
+        tracked = (tracked[0], {**tracked[1], int(keys[1]): (item_1, 1)})
+    assert (buffer.max_priority, client_side(buffer)) == tracked
     assert live[1] != pytest.approx(item_1)
     assert server_priorities(buffer, 4) == pytest.approx({**live, 1: item_1})
     buffer.add([np.array([5], np.int32)])  # Evicts item 1; enters at the live maximum, not at 9.

@@ -28,7 +28,7 @@ from per import agent as agent_lib
 from per import config as config_lib
 from per import networks
 from per.learner import FIELDS, Learner
-from per.replay import UNKNOWN_INSERTION, RankTracker
+from per.replay import UNKNOWN_INSERTION, LiveMinimum, RankTracker
 
 TOY = dataclasses.replace(config_lib.PRESETS["toy"], min_replay_size=100, replay_capacity=2_000)
 
@@ -354,7 +354,8 @@ def replay_client_state(agent):
     if r._rank:
         t = r._rank
         rank = (dict(t._delta), dict(t._inserted_at), list(t._snapshot), t._unseen, t.max_rank)
-    return r.inserted, r.max_priority, r.min_priority, r._updates, rank
+    written = (dict(r.live_minimum.written), r.live_minimum.floor) if r.live_minimum is not None else None
+    return r.inserted, r.max_priority, written, r._updates, rank
 
 
 @IN_TURN_OR_OVERLAPPED
@@ -363,7 +364,7 @@ def test_checkpoint_round_trip_keeps_networks_schedules_and_the_replay(make_agen
     alpha, beta0 = (0.7, 0.5) if variant == "rank" else (0.6, 0.4)
     config = dataclasses.replace(
         TOY, replay=variant, alpha=alpha, beta0=beta0, rerank_interval=50, total_frames=2_000,
-        min_replay_size=min_replay_size,
+        min_replay_size=min_replay_size, weight_normalization="global_min",  # Proportional: its live minimum too.
     )  # fmt: skip
     first = make_agent(config, checkpoint_dir=tmp_path / "replay")
     added = record_adds(first)
@@ -382,6 +383,8 @@ def test_checkpoint_round_trip_keeps_networks_schedules_and_the_replay(make_agen
     assert expected["steps"] > 50
     if variant == "rank":
         assert len(expected["replay"][4][0]) > 50  # The tracker knows the sampled items' |delta|.
+    else:
+        assert len(expected["replay"][2][0]) > 50  # So does the live minimum their priorities.
 
     second = make_agent(config, checkpoint_dir=tmp_path / "replay", seed=99)  # Loads the saved tables.
     tf.train.Checkpoint(**second.state()).restore(saved).assert_existing_objects_matched()
@@ -411,12 +414,12 @@ def test_checkpoint_round_trip_keeps_networks_schedules_and_the_replay(make_agen
     if variant == "rank":
         assert all(second.replay._rank._delta[int(k)] == 0.0 for k in batch.keys)
     else:
-        assert second.replay.min_priority == second.replay.config.epsilon
+        assert second.replay.live_minimum.minimum(second.replay.inserted) == second.replay.config.epsilon
 
 
 def test_a_rank_checkpoint_from_before_max_rank_restores_the_last_reranks_largest_rank():
     def client_state(tracker):
-        return types.SimpleNamespace(inserted=9, _updates=3, max_priority=1.0, min_priority=1.0, _rank=tracker)
+        return types.SimpleNamespace(inserted=9, _updates=3, max_priority=1.0, live_minimum=None, _rank=tracker)
 
     tracker = RankTracker(0.7, capacity=100)
     tracker.priorities([0, 1, 2], [0, 1, 2], np.array([3.0, 2.0, 1.0]))
@@ -430,6 +433,27 @@ def test_a_rank_checkpoint_from_before_max_rank_restores_the_last_reranks_larges
     restored = client_state(RankTracker(0.7, capacity=100))
     agent_lib.ReplayState(restored).deserialize(buffer.getvalue())
     assert restored._rank.max_rank == 9  # U + n at the last re-rank: a lower bound, as such a run had.
+
+
+def test_a_global_min_checkpoint_from_before_the_live_minimum_bounds_its_items_until_they_are_evicted():
+    """Such a checkpoint kept the smallest priority ever written: a floor until `capacity` inserts after it."""
+    capacity = 10
+    old = io.BytesIO()
+    np.savez(old, counters=np.array([25, 3], np.int64), priorities=np.array([2.0, 0.01], np.float64))
+    restored = types.SimpleNamespace(
+        inserted=0, _updates=0, max_priority=1.0, live_minimum=LiveMinimum(capacity), _rank=None
+    )
+    agent_lib.ReplayState(restored).deserialize(old.getvalue())
+    assert (restored.inserted, restored.max_priority) == (25, 2.0)
+    assert restored.live_minimum.minimum(25) == 0.01
+    restored.inserted = 34  # Item 24, the last of the old run, is still live.
+    restored.live_minimum.write([7], [30], [0.5], 34)
+    assert restored.live_minimum.minimum(34) == 0.01
+    again = types.SimpleNamespace(inserted=0, _updates=0, max_priority=1.0, live_minimum=LiveMinimum(capacity),
+                                  _rank=None)  # fmt: skip
+    agent_lib.ReplayState(again).deserialize(agent_lib.ReplayState(restored).serialize())  # Today's format.
+    assert (again.live_minimum.written, again.live_minimum.floor) == ({7: (0.5, 30)}, (0.01, 25))
+    assert again.live_minimum.minimum(35) == 0.5  # Every item of the old run evicted: the floor is gone.
 
 
 # Actor processes (Ape-X). -----------------------------------------------------
