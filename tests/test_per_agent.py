@@ -199,15 +199,26 @@ IN_TURN_OR_OVERLAPPED = pytest.mark.parametrize("min_replay_size", [100, 400], i
 
 
 @IN_TURN_OR_OVERLAPPED
-def test_priorities_written_back_are_abs_td_plus_epsilon_of_exactly_the_sampled_keys(make_agent, min_replay_size):
-    config = dataclasses.replace(TOY, replay="proportional", priority_epsilon=0.01, min_replay_size=min_replay_size)
+@pytest.mark.parametrize("variant", ["proportional", "rank"])
+def test_priorities_written_back_are_abs_td_plus_epsilon_of_exactly_the_sampled_keys(
+    make_agent, min_replay_size, variant
+):
+    """Proportional: p = |delta| + epsilon. Rank-based: the tracker learns |delta| of those keys only, and
+    writes them priorities ordered as their |delta| (between re-ranks, which rewrite every key)."""
+    config = dataclasses.replace(
+        TOY, replay=variant, alpha=0.7, priority_epsilon=0.01, min_replay_size=min_replay_size,
+        rerank_interval=100_000,
+    )  # fmt: skip
     assert agent_lib.overlaps_acting(config) == (min_replay_size == 400)
     agent = make_agent(config)
     while not agent.learning_started():
         agent.step()
     for _ in range(5):  # Some updates, so the priorities are not all equal.
         agent.step()
+    if variant == "rank":  # A snapshot of every known item: the next update cannot make it stale.
+        agent.replay.rerank()
     agent.replay.flush()  # Overlapped, the last update's write may still be on its way.
+    known = dict(agent.replay._rank._delta) if variant == "rank" else {}
     sampled, written = [], []
     sample, mutate = agent.replay.sample, agent.client.mutate_priorities
     agent.replay.sample = lambda *args: sampled.append(sample(*args)) or sampled[-1]
@@ -227,8 +238,18 @@ def test_priorities_written_back_are_abs_td_plus_epsilon_of_exactly_the_sampled_
     y = reward + config.discount * (1 - terminal) * q_t_value[np.arange(len(best)), best]
     delta = y - q_tm1[np.arange(len(action)), action]
     assert set(updates) == set(batch.keys.tolist())
-    for key, d in zip(batch.keys.tolist(), delta):
-        assert updates[key] == pytest.approx(abs(d) + 0.01, rel=1e-4, abs=1e-6)
+    last = dict(zip(batch.keys.tolist(), np.abs(delta)))  # A key sampled twice keeps its last |delta|.
+    if variant == "rank":
+        tracked = agent.replay._rank._delta
+        for key, d in last.items():
+            assert tracked[key] == pytest.approx(d, rel=1e-4, abs=1e-6)
+        assert {k: v for k, v in tracked.items() if k not in last} == {k: v for k, v in known.items() if k not in last}
+        order = sorted(last, key=last.get)  # Larger |delta|, rank nearer 1: priority at least as large.
+        assert all(updates[a] <= updates[b] for a, b in zip(order, order[1:]))
+        assert max(updates.values()) <= 1.0  # rank^-alpha, rank >= 1.
+        return
+    for key, d in last.items():
+        assert updates[key] == pytest.approx(d + 0.01, rel=1e-4, abs=1e-6)
     assert agent.replay.max_priority >= max(updates.values())
 
 
@@ -598,6 +619,15 @@ def test_presets_hold_the_papers_values():
         assert optimizer == ("torch", 0.95, 0.01, 0.0) and p[name].rmsprop_centered, name
     # Tuned DDQN's (Dopamine's and the DQN Lua code's): TF1's form, epsilon inside the root, no momentum.
     assert (p["atari_ddqn"].rmsprop_form, p["atari_ddqn"].rmsprop_momentum) == ("tf1", 0.0)
+    # PER §4, tuned DDQN and Mnih et al. 2015, as written there: each value.
+    tuned_ddqn = {
+        "replay_capacity": 1_000_000, "min_replay_size": 50_000, "batch_size": 32, "update_period": 4,
+        "discount": 0.99, "clip_rewards": True, "loss_reduction": "sum", "rmsprop_decay": 0.95,
+        "rmsprop_epsilon": 0.01, "rmsprop_centered": True, "epsilon_start": 1.0, "epsilon_end": 0.01,
+        "epsilon_decay_steps": 1_000_000, "eval_epsilon": 0.001, "total_frames": 200_000_000,
+    }  # fmt: skip
+    for name in ("atari_ddqn", "atari_ddqn_rank", "atari_ddqn_prop"):
+        assert {field: getattr(p[name], field) for field in tuned_ddqn} == tuned_ddqn, name
     for name, preset in p.items():
         assert preset.replay_config.variant == preset.replay, name
         if not preset.env.startswith("atari"):  # Atari ROMs load slowly; the system tests start them.
