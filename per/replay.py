@@ -12,7 +12,9 @@ New items enter at the running maximum priority, tracked here because Reverb
 cannot report it (Algorithm 1, line 6). It is the largest priority ever written,
 which never falls, where PER §3.2's heap gave the largest one stored now
 (README). Importance weights come from the sample's `probability` and
-`table_size` (§3.4).
+`table_size` (§3.4); with `global_min` weights the proportional variant also
+tracks its smallest live priority, which Reverb cannot report either
+(`LiveMinimum`).
 
 Storage (issue #12): `add_transition` stores each env frame once, in a
 per-stream `TrajectoryWriter` history chunked over `chunk_length` steps so
