@@ -43,8 +43,9 @@ def importance_weights(
       normalization: which max_i w_i the weights are divided by (§3.4,
         Algorithm 1 line 10; the paper does not say over which items):
         `batch_max`, the largest weight in the batch; `global_min`, the weight
-        of the least likely item in the replay, `min_probability`, which
-        bounds every weight by 1 across batches.
+        of the least likely item in the replay, `min_probability` (or of the
+        batch's, if it is less likely), which bounds every weight by 1 across
+        batches.
 
     Returns [k] weights in (0, 1].
     """
@@ -55,5 +56,8 @@ def importance_weights(
     if normalization == "global_min":
         if min_probability is None:
             raise ValueError("global_min normalization needs min_probability")
-        return weights / np.power(table_size * min_probability, -beta)
+        # A batch drawn before the latest priority writes may hold an item less
+        # likely than the replay's least likely one now: it weighs 1.
+        least = min(min_probability, float(probabilities.min()))
+        return weights / np.power(table_size * least, -beta)
     raise ValueError(f"unknown normalization {normalization!r}; accepted: {', '.join(WEIGHT_NORMALIZATIONS)}")

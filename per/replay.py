@@ -198,7 +198,10 @@ class LiveMinimum:
         for key, at, priority in zip(keys, inserted_at, new):
             self.written[key] = (priority, at)
             heapq.heappush(self._heap, (priority, at, key))
-        if len(self._heap) > 2 * self.capacity:  # Mostly stale entries: rebuild from the live items.
+        # Mostly stale entries: rebuild from the live items, at most 2 capacity of them (items of several
+        # actors count as live up to `capacity` inserts late, `UNKNOWN_INSERTION`), so at most one
+        # rebuild per `capacity` writes.
+        if len(self._heap) > 3 * self.capacity:
             oldest_live = inserted - self.capacity
             self.restore({k: v for k, v in self.written.items() if v[1] >= oldest_live}, self.floor)
 
@@ -212,8 +215,11 @@ class LiveMinimum:
         oldest_live = inserted - self.capacity
         while self._heap:
             priority, at, key = self._heap[0]
-            if at >= oldest_live and self.written.get(key) == (priority, at):
+            current = self.written.get(key) == (priority, at)
+            if current and at >= oldest_live:
                 break
+            if current:  # Evicted: forgotten, so `written` holds no more items than the heap entries.
+                del self.written[key]
             heapq.heappop(self._heap)
         smallest = self._heap[0][0] if self._heap else 1.0
         if self.floor is not None and self.floor[1] > oldest_live:  # Some item of the old run may be live.

@@ -39,6 +39,9 @@ def test_importance_weights_match_the_formula():
     global_min = priorities.importance_weights(P, 100, 0.5, "global_min", min_probability=0.02)
     np.testing.assert_allclose(global_min, raw / (100 * 0.02) ** -0.5)
     assert (global_min <= 1.0).all()
+    # A batch drawn before the latest writes: its item at 0.05 is now less likely than the replay's least.
+    stale = priorities.importance_weights(P, 100, 0.5, "global_min", min_probability=0.08)
+    np.testing.assert_allclose(stale, raw / (100 * 0.05) ** -0.5)
     np.testing.assert_allclose(priorities.importance_weights(P, 100, 0.0), [1.0, 1.0, 1.0])
 
 
@@ -481,7 +484,19 @@ def test_the_live_minimum_matches_a_brute_force_one_over_random_writes_and_inser
             last.update(zip(items, new))
         expected = min([last[i] for i in range(max(inserted - capacity, 0), inserted) if i in last] + [1.0])
         assert tracker.minimum(inserted) == expected
-    assert len(tracker._heap) <= 2 * capacity  # Stale entries are dropped, not kept for the whole run.
+        assert len(tracker.written) <= len(tracker._heap) <= 3 * capacity  # Not kept for the whole run.
+
+
+@pytest.mark.parametrize("trend", [1, -1])
+def test_the_live_minimum_forgets_evicted_items_whether_they_surface_or_not(trend):
+    """Priorities rising (evicted items surface at the top) or falling (they never do), each item written once."""
+    capacity = 50
+    tracker = replay.LiveMinimum(capacity)
+    for item in range(20 * capacity):
+        tracker.write([item], [item], [0.5 + trend * item * 1e-4], item + 1)
+        oldest = max(item + 1 - capacity, 0)
+        assert tracker.minimum(item + 1) == 0.5 + trend * (oldest if trend > 0 else item) * 1e-4
+        assert len(tracker.written) <= len(tracker._heap) <= 3 * capacity
 
 
 def test_new_items_enter_at_the_running_maximum_priority(make_replay):
