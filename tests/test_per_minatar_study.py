@@ -465,5 +465,7 @@ def test_the_full_profile_keeps_every_committed_run():
         pytest.skip("no PER MinAtar run is committed yet")
     for path in summaries:
         summary = json.loads(path.read_text())
+        if summary["variant"] not in minatar.VARIANTS and summary["frames"] < minatar.FRAMES["full"]:
+            continue  # A side arm run short (Seaquest's step-size control): the default command names none.
         flags = minatar.job_flags(summary["variant"], summary["game"], minatar.FRAMES["full"], summary["seed"])
         assert _runs.summary_kept(path, False, flags, say=print), path.name
