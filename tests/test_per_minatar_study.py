@@ -221,6 +221,36 @@ def test_a_shorter_small_step_run_is_set_beside_the_longer_runs_curves_at_its_fr
     assert not any("curve" in line for line in equal)
 
 
+def test_fig12_reads_every_curve_early_midway_and_at_the_shortest_importance_sampling_arms_budget():
+    """A 1M-frame arm beside 2M-frame runs: all are read at 250K, 500K and 1M, none at 2M."""
+
+    def run(variant: str, frames: int, curve: list[tuple[int, float]]) -> dict:
+        points = {"frames": [f for f, _ in curve], "trailing100": [r for _, r in curve]}
+        return {**summary(variant, curve[-1][1]), "frames": frames, "curve": points}
+
+    runs = [
+        run("uniform", 2_000_000, [(240_000, 1.0), (260_000, 2.0), (500_000, 3.0), (990_000, 4.0), (2_000_000, 8.0)]),
+        run("rank", 2_000_000, [(300_000, 5.0), (1_000_000, 6.0), (2_000_000, 9.0)]),
+        run("rank_no_is", 1_000_000, [(250_000, 7.0), (499_999, 7.5), (1_000_000, 5.5)]),
+        run("proportional", 2_000_000, [(250_000, 99.0), (2_000_000, 99.0)]),  # Not one of Fig. 12's curves.
+    ]
+    notes = minatar.fig12_checkpoints(minatar.side_summaries(runs, minatar.FIG12_ARMS, minatar.FIG12_CURVES))
+    assert notes[-5:] == [
+        "| game | seed | frames | uniform | rank | rank_full_is | rank_no_is |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| breakout | 0 | 250,000 | 1.00 | - | - | 7.00 |",  # Rank's first point is past 250K.
+        "| breakout | 0 | 500,000 | 3.00 | 5.00 | - | 7.50 |",
+        "| breakout | 0 | 1,000,000 | 4.00 | 6.00 | - | 5.50 |",
+    ]
+    assert any("had gone only part of the way" in line for line in notes)
+    # Equal budgets: each run is read at its own frames, and nothing is said of longer runs.
+    equal = [{**r, "frames": 2_000_000} for r in runs]
+    notes = minatar.fig12_checkpoints(equal)
+    assert notes[-1] == "| breakout | 0 | 2,000,000 | 8.00 | 9.00 | - | 5.50 |"
+    assert not any("part of the way" in line for line in notes)
+    assert minatar.fig12_checkpoints(runs[:2]) == []  # No importance-sampling arm: nothing to say.
+
+
 def test_fig10_draws_both_replays(tmp_path, monkeypatch):
     monkeypatch.setattr(minatar, "FLAGS", type("Flags", (), {"profile": "full"}))
     path = tmp_path / "fig10.png"

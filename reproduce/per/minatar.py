@@ -22,7 +22,8 @@ Two appendix figures come from the same runs:
 * App. Fig. 12, importance sampling: rank-based replay with full correction
   (beta = 1 throughout, uniform's step size) and none (beta = 0, the step size
   divided by 4), beside uniform and the annealed rank-based run: the arms
-  `rank_full_is` and `rank_no_is` (not run by default), in fig12.{csv,md,png}.
+  `rank_full_is` and `rank_no_is` (not run by default), in fig12.{csv,md,png};
+  every curve is read at a quarter, half and all of the shortest arm's budget.
 
 One ablation: PER's replay ratio, one update per 4 agent steps, against the
 presets' (Young & Tian's) one per step: the arm `uniform_every_4` (not run by
@@ -99,6 +100,8 @@ STEP_ARMS = {"uniform_small_step": ("minatar_ddqn", ("learning_rate=0.0000625",)
 ARMS = {**{variant: (preset, ()) for variant, preset in VARIANTS.items()}, **FIG12_ARMS, **RATIO_ARMS, **STEP_ARMS}
 ARM_COLOURS = {arm: f"C{i}" for i, arm in enumerate(ARMS)}  # One colour per arm in every figure.
 FIG12_CURVES = ("uniform", "rank", "rank_full_is", "rank_no_is")  # Fig. 12 shows the first, third and fourth.
+# Where Fig. 12's curves are read: PER's trade-off is early speed (no correction) against later safety (full).
+FIG12_FRACTIONS = (0.25, 0.5, 1.0)
 RATIO_CURVES = ("uniform", "uniform_every_4")
 STEP_CURVES = ("uniform", "uniform_small_step", "rank", "proportional")
 TD_ERROR_SNAPSHOTS = 20  # App. Fig. 10's snapshots per run (PER: one per 10^6 of 200M frames).
@@ -433,6 +436,50 @@ def step_shares(rows: list[dict], summaries: list[dict] = ()) -> list[str]:
     ]
 
 
+def fig12_checkpoints(summaries: list[dict]) -> list[str]:
+    """App. Fig. 12's trade-off in numbers: every curve's 100-episode mean early, midway and at the end.
+
+    Per game and seed with an importance-sampling arm, each of FIG12_CURVES is
+    read (`read_at`) at FIG12_FRACTIONS of the shortest such arm's budget, on
+    its run of that budget or, if it has none, of the shortest larger one: the
+    arms are compared at equal frames even when their budgets differ.
+    """
+    is_runs = [s for s in summaries if s["variant"] in FIG12_ARMS]
+    lines, read_off = [], False
+    for game, seed in sorted({(s["game"], s["seed"]) for s in is_runs}):
+        budget = min(s["frames"] for s in is_runs if (s["game"], s["seed"]) == (game, seed))
+        runs = {}
+        for variant in FIG12_CURVES:
+            reaching = [
+                s for s in summaries
+                if (s["game"], s["seed"], s["variant"]) == (game, seed, variant) and s["frames"] >= budget
+            ]  # fmt: skip
+            if reaching:
+                runs[variant] = min(reaching, key=lambda s: s["frames"])
+        read_off |= any(run["frames"] > budget for run in runs.values())
+        for fraction in FIG12_FRACTIONS:
+            frames = round(budget * fraction)
+            scores = [read_at(runs[v], frames) if v in runs else None for v in FIG12_CURVES]
+            cells = ["-" if score is None else f"{score:.2f}" for score in scores]
+            lines.append(f"| {game} | {seed} | {frames:,} | {' | '.join(cells)} |")
+    if not lines:
+        return []
+    longer = [
+        "A run of a larger budget is read at the shorter arm's frames: there the annealed `rank` run's beta",
+        "had gone only part of the way to 1.",
+    ]
+    return [
+        "Each curve's 100-episode mean at a quarter, half and all of the shortest importance-sampling arm's",
+        "budget, read off the summaries' curves at their last point at or before those frames (`-`: no run",
+        "or no point yet). PER's trade-off: without correction, faster early; with full correction, safer later.",
+        *(longer if read_off else []),
+        "",
+        f"| game | seed | frames | {' | '.join(FIG12_CURVES)} |",
+        "| --- " * (3 + len(FIG12_CURVES)) + "|",
+        *lines,
+    ]
+
+
 def read_at(summary: dict, frames: int) -> float | None:
     """A run's 100-episode trailing mean at its last curve point at or before `frames`; None if it has none.
 
@@ -531,7 +578,11 @@ def main(argv: list[str]) -> None:
         if side_runs:
             side_rows = table_rows(side_runs, reference, curves)
             reproduce.write_csv(out / f"{stem}.csv", side_rows)
-            notes = step_shares(side_rows, side_runs) if arms is STEP_ARMS else []
+            notes = (
+                step_shares(side_rows, side_runs) if arms is STEP_ARMS
+                else fig12_checkpoints(side_runs) if arms is FIG12_ARMS
+                else []
+            )  # fmt: skip
             (out / f"{stem}.md").write_text(side_markdown(title, text, side_rows, FLAGS.profile, notes))
             plot(side_runs, reference, out / f"{stem}.png", curves, title)
             write_provenance(out, stem, side_runs, start)
