@@ -390,14 +390,10 @@ def step_shares(rows: list[dict], summaries: list[dict] = ()) -> list[str]:
         """The arm's score at `frames`, and the budget of the longer run it was read from (None: its own)."""
         if (own := score.get((game, seed, frames, variant))) is not None:
             return own, None
-        longer = [
-            s for s in summaries
-            if (s["game"], s["seed"], s["variant"]) == (game, seed, variant) and s["frames"] > frames
-        ]  # fmt: skip
-        if not longer:
+        # A run summarised at `frames` has a row there: what is left is a longer run, if any.
+        if (longer := shortest_reaching(summaries, game, seed, variant, frames)) is None:
             return None, None
-        shortest = min(longer, key=lambda s: s["frames"])
-        return read_at(shortest, frames), shortest["frames"]
+        return read_at(longer, frames), longer["frames"]
 
     lines, read_off = [], False
     small_runs = sorted({(r["game"], r["seed"], r["frames"]) for r in rows if r["variant"] == "uniform_small_step"})
@@ -448,14 +444,8 @@ def fig12_checkpoints(summaries: list[dict]) -> list[str]:
     lines, read_off = [], False
     for game, seed in sorted({(s["game"], s["seed"]) for s in is_runs}):
         budget = min(s["frames"] for s in is_runs if (s["game"], s["seed"]) == (game, seed))
-        runs = {}
-        for variant in FIG12_CURVES:
-            reaching = [
-                s for s in summaries
-                if (s["game"], s["seed"], s["variant"]) == (game, seed, variant) and s["frames"] >= budget
-            ]  # fmt: skip
-            if reaching:
-                runs[variant] = min(reaching, key=lambda s: s["frames"])
+        found = {variant: shortest_reaching(summaries, game, seed, variant, budget) for variant in FIG12_CURVES}
+        runs = {variant: run for variant, run in found.items() if run is not None}
         read_off |= any(run["frames"] > budget for run in runs.values())
         for fraction in FIG12_FRACTIONS:
             frames = round(budget * fraction)
@@ -478,6 +468,15 @@ def fig12_checkpoints(summaries: list[dict]) -> list[str]:
         "| --- " * (3 + len(FIG12_CURVES)) + "|",
         *lines,
     ]
+
+
+def shortest_reaching(summaries: list[dict], game: str, seed: int, variant: str, frames: int) -> dict | None:
+    """The run of `variant` on `game` and `seed` of the smallest budget of at least `frames`; None: none reached it."""
+    reaching = [
+        s for s in summaries
+        if (s["game"], s["seed"], s["variant"]) == (game, seed, variant) and s["frames"] >= frames
+    ]  # fmt: skip
+    return min(reaching, key=lambda s: s["frames"], default=None)
 
 
 def read_at(summary: dict, frames: int) -> float | None:
