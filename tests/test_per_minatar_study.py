@@ -83,6 +83,12 @@ def summary(variant: str, last100: float, snapshots: int = 3) -> dict:
     }  # fmt: skip
 
 
+def curve_run(variant: str, frames: int, curve: list[tuple[int, float]]) -> dict:
+    """A Breakout summary of `frames` whose curve is `curve`'s (frames, 100-episode mean) points."""
+    points = {"frames": [f for f, _ in curve], "trailing100": [r for _, r in curve]}
+    return {**summary(variant, curve[-1][1]), "frames": frames, "curve": points}
+
+
 def test_the_main_table_holds_only_the_three_variants_and_fig12_its_four_curves():
     runs = [summary("uniform", 6.0), summary("rank", 8.0), summary("rank_no_is", 9.0), summary("proportional", 7.0)]
     reference = {"breakout": 10.3}
@@ -192,15 +198,11 @@ def test_the_step_size_study_sets_the_small_step_beside_all_three_variants():
 def test_a_shorter_small_step_run_is_set_beside_the_longer_runs_curves_at_its_frames():
     """Seaquest's control ran 1M frames beside 2M-frame variants: each is read at its last curve point <= 1M."""
 
-    def run(variant: str, frames: int, curve: list[tuple[int, float]]) -> dict:
-        points = {"frames": [f for f, _ in curve], "trailing100": [r for _, r in curve]}
-        return {**summary(variant, curve[-1][1]), "frames": frames, "curve": points}
-
-    small = run("uniform_small_step", 1_000_000, [(500_000, 0.8), (999_000, 1.0)])
+    small = curve_run("uniform_small_step", 1_000_000, [(500_000, 0.8), (999_000, 1.0)])
     longer = [
-        run("uniform", 2_000_000, [(990_000, 4.0), (1_001_000, 9.0), (2_000_000, 18.0)]),
-        run("rank", 2_000_000, [(995_000, 0.5), (1_004_000, 7.0), (2_000_000, 1.4)]),
-        run("proportional", 2_000_000, [(1_000_000, 2.0), (2_000_000, 1.8)]),
+        curve_run("uniform", 2_000_000, [(990_000, 4.0), (1_001_000, 9.0), (2_000_000, 18.0)]),
+        curve_run("rank", 2_000_000, [(995_000, 0.5), (1_004_000, 7.0), (2_000_000, 1.4)]),
+        curve_run("proportional", 2_000_000, [(1_000_000, 2.0), (2_000_000, 1.8)]),
     ]
     assert minatar.read_at(longer[0], 1_000_000) == 4.0 and minatar.read_at(longer[0], 900_000) is None
     runs = [small, *longer]
@@ -221,18 +223,54 @@ def test_a_shorter_small_step_run_is_set_beside_the_longer_runs_curves_at_its_fr
     assert not any("curve" in line for line in equal)
 
 
+def test_a_variant_short_of_uniforms_budget_is_set_beside_uniforms_curve_at_its_frames():
+    """Space Invaders' rank-based run at 750K, committed before it is extended to uniform's 2M."""
+    uniform = curve_run("uniform", 2_000_000, [(500_000, 3.0), (740_000, 6.0), (760_000, 9.0), (2_000_000, 12.0)])
+    rank = curve_run("rank", 750_000, [(300_000, 2.0), (600_000, 6.5), (750_000, 7.0)])
+    proportional = curve_run("proportional", 750_000, [(400_000, 4.0), (750_000, 5.0)])
+    notes = minatar.beside_uniforms_curve([uniform, rank, proportional])
+    assert notes[-2:] == [
+        "- breakout rank, seed 0, 750,000 frames: 7.00; uniform's 2,000,000-frame run had 6.00 by then, which rank "
+        "first reached at 600,000 frames.",
+        "- breakout proportional, seed 0, 750,000 frames: 5.00; uniform's 2,000,000-frame run had 6.00 by then, "
+        "which proportional never reached.",
+    ]
+    rows = minatar.table_rows([uniform, rank, proportional], {"breakout": 10.3})
+    text = minatar.markdown(rows, "full", notes=notes)
+    assert notes[-1] + "\n\nRuns of 750,000 frames" in text
+    assert "(frames run): breakout/rank (750,000), breakout/proportional (750,000)." in text
+    assert "breakout/rank" not in text.split("Not run yet:")[1].split(".")[0]
+    # Equal budgets, or no longer uniform run: the table's own column says it all.
+    assert minatar.beside_uniforms_curve([uniform, {**rank, "frames": 2_000_000}]) == []
+    assert minatar.beside_uniforms_curve([rank, proportional]) == []
+    assert minatar.beside_uniforms_curve([{**uniform, "frames": 700_000}, rank]) == []
+
+
+def test_an_extended_variant_is_set_beside_uniforms_curve_at_each_budget_short_of_uniforms():
+    uniform = curve_run("uniform", 2_000_000, [(500_000, 3.0), (1_000_000, 6.0), (2_000_000, 12.0)])
+    rank = curve_run("rank", 1_000_000, [(400_000, 3.5), (900_000, 6.5), (1_000_000, 6.0)])
+    rank["earlier_budgets"] = [
+        {"budget": 500_000, "frames": 500_000, "last100": 3.5, "curve": {"frames": [400_000], "trailing100": [3.5]}}
+    ]
+    lines = [line for line in minatar.beside_uniforms_curve([uniform, rank]) if line.startswith("- ")]
+    assert lines == [
+        "- breakout rank, seed 0, 500,000 frames: 3.50; uniform's 2,000,000-frame run had 3.00 by then, which rank "
+        "first reached at 400,000 frames.",
+        "- breakout rank, seed 0, 1,000,000 frames: 6.00; uniform's 2,000,000-frame run had 6.00 by then, which "
+        "rank first reached at 900,000 frames.",
+    ]
+
+
 def test_fig12_reads_every_curve_early_midway_and_at_the_shortest_importance_sampling_arms_budget():
     """A 1M-frame arm beside 2M-frame runs: all are read at 250K, 500K and 1M, none at 2M."""
 
-    def run(variant: str, frames: int, curve: list[tuple[int, float]]) -> dict:
-        points = {"frames": [f for f, _ in curve], "trailing100": [r for _, r in curve]}
-        return {**summary(variant, curve[-1][1]), "frames": frames, "curve": points}
-
     runs = [
-        run("uniform", 2_000_000, [(240_000, 1.0), (260_000, 2.0), (500_000, 3.0), (990_000, 4.0), (2_000_000, 8.0)]),
-        run("rank", 2_000_000, [(300_000, 5.0), (1_000_000, 6.0), (2_000_000, 9.0)]),
-        run("rank_no_is", 1_000_000, [(250_000, 7.0), (499_999, 7.5), (1_000_000, 5.5)]),
-        run("proportional", 2_000_000, [(250_000, 99.0), (2_000_000, 99.0)]),  # Not one of Fig. 12's curves.
+        curve_run(
+            "uniform", 2_000_000, [(240_000, 1.0), (260_000, 2.0), (500_000, 3.0), (990_000, 4.0), (2_000_000, 8.0)]
+        ),
+        curve_run("rank", 2_000_000, [(300_000, 5.0), (1_000_000, 6.0), (2_000_000, 9.0)]),
+        curve_run("rank_no_is", 1_000_000, [(250_000, 7.0), (499_999, 7.5), (1_000_000, 5.5)]),
+        curve_run("proportional", 2_000_000, [(250_000, 99.0), (2_000_000, 99.0)]),  # Not one of Fig. 12's curves.
     ]
     notes = minatar.fig12_checkpoints(minatar.side_summaries(runs, minatar.FIG12_ARMS, minatar.FIG12_CURVES))
     assert notes[-5:] == [

@@ -187,7 +187,8 @@ def table_rows(summaries: list[dict], reference: dict[str, float], arms=VARIANTS
     return rows
 
 
-def markdown(rows: list[dict], profile: str, step_size_run: bool = False) -> str:
+def markdown(rows: list[dict], profile: str, step_size_run: bool = False, notes: list[str] = ()) -> str:
+    """The main table; `notes` (`beside_uniforms_curve`), if any, follow it."""
     frames = sorted({r["frames"] for r in rows})
     lines = [
         reproduce.heading(
@@ -210,18 +211,64 @@ def markdown(rows: list[dict], profile: str, step_size_run: bool = False) -> str
         "",
         *table_lines(rows, "variant"),
     ]
-    games, due = sorted({r["game"] for r in rows}), DEFAULT_GAMES[profile]
-    done = {(r["game"], r["variant"]) for r in rows}
-    # The profile's games, and any other game run: a variant missing there is missing too.
-    missing = [f"{g}/{v}" for g in [*due, *(g for g in games if g not in due)] for v in VARIANTS if (g, v) not in done]
-    everything = f"All {len(due)} game{'s' if len(due) > 1 else ''} x 3 variants of the {profile} profile are in."
-    lines += [
-        "",
-        *verdicts(rows),
-        f"Games run: {', '.join(games)}. " + (f"Not run yet: {', '.join(missing)}." if missing else everything),
-        *_runs.extended(rows),
-    ]
+    if notes:
+        lines += ["", *notes]
+    lines += ["", *verdicts(rows), progress_line(rows, profile), *_runs.extended(rows)]
     return "\n".join(lines) + "\n"
+
+
+def progress_line(rows: list[dict], profile: str) -> str:
+    """Which of the profile's jobs have run: none yet, or only part of the profile's budget so far."""
+    games, due, budget = sorted({r["game"] for r in rows}), DEFAULT_GAMES[profile], FRAMES[profile]
+    reached: dict[tuple[str, str], int] = {}
+    for r in rows:
+        reached[r["game"], r["variant"]] = max(reached.get((r["game"], r["variant"]), 0), r["frames"])
+    # The profile's games, and any other game run: a variant missing there is missing too.
+    jobs = [(g, v) for g in [*due, *(g for g in games if g not in due)] for v in VARIANTS]
+    missing = [f"{g}/{v}" for g, v in jobs if (g, v) not in reached]
+    short = [f"{g}/{v} ({reached[g, v]:,})" for g, v in jobs if 0 < reached.get((g, v), budget) < budget]
+    text = f"Games run: {', '.join(games)}."
+    if missing:
+        text += f" Not run yet: {', '.join(missing)}."
+    if short:
+        text += f" Short of the profile's {budget:,} frames so far (frames run): {', '.join(short)}."
+    if not missing and not short:
+        text += f" All {len(due)} game{'s' if len(due) > 1 else ''} x 3 variants of the {profile} profile are in."
+    return text
+
+
+def beside_uniforms_curve(summaries: list[dict]) -> list[str]:
+    """Each variant's run with no uniform run of its budget, beside a longer uniform run's curve at its frames.
+
+    What `to uniform's final` says of runs of one budget, for a run stopped
+    short of uniform's (a budget that fits a session, to be extended): the
+    uniform run's 100-episode mean at the run's budget (`read_at`, to within
+    the curve's spacing), and the frames the run took to first reach it.
+    """
+    views = _runs.at_each_budget(summaries)
+    uniform_budgets = {(s["game"], s["seed"], s["frames"]) for s in views if s["variant"] == "uniform"}
+    lines = []
+    for s in sorted(views, key=lambda s: (s["game"], list(VARIANTS).index(s["variant"]), s["seed"], s["frames"])):
+        if s["variant"] == "uniform" or (s["game"], s["seed"], s["frames"]) in uniform_budgets:
+            continue
+        longer = shortest_reaching(summaries, s["game"], s["seed"], "uniform", s["frames"])
+        uniform = None if longer is None else read_at(longer, s["frames"])
+        if uniform is None:
+            continue
+        reach = frames_to_reach(s, uniform)
+        lines.append(
+            f"- {s['game']} {s['variant']}, seed {s['seed']}, {s['frames']:,} frames: {s['last100']:.2f}; uniform's "
+            f"{longer['frames']:,}-frame run had {uniform:.2f} by then, which {s['variant']} "
+            + ("never reached." if reach is None else f"first reached at {reach:,} frames.")
+        )
+    if not lines:
+        return []
+    return [
+        "A variant's run of a smaller budget than uniform's, beside the uniform run's curve at that budget (its",
+        "last point at or before it). The variant annealed beta to 1 over its own, shorter budget.",
+        "",
+        *lines,
+    ]
 
 
 def seeds_text(rows: list[dict], step_size_run: bool = False) -> list[str]:
@@ -559,7 +606,8 @@ def main(argv: list[str]) -> None:
     main_runs = [s for s in summaries if s["variant"] in VARIANTS]
     rows = table_rows(main_runs, reference)
     reproduce.write_csv(out / "minatar.csv", rows)
-    text = markdown(rows, FLAGS.profile, any(s["variant"] in STEP_ARMS for s in summaries))
+    step_size_run = any(s["variant"] in STEP_ARMS for s in summaries)
+    text = markdown(rows, FLAGS.profile, step_size_run, beside_uniforms_curve(main_runs))
     (out / "minatar.md").write_text(text)
     plot(main_runs, reference, out / "minatar.png")
     write_provenance(out, "minatar", main_runs, start)
