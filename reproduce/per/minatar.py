@@ -162,6 +162,11 @@ def published() -> dict[str, float]:
         return {r["game"]: float(r["dqn"]) for r in csv.DictReader(f)}
 
 
+def in_table_order(summaries: list[dict], arms) -> list[dict]:
+    """`summaries` by game, then in the order of `arms`, seed and budget: the tables' row order."""
+    return sorted(summaries, key=lambda s: (s["game"], list(arms).index(s["variant"]), s["seed"], s["frames"]))
+
+
 def table_rows(summaries: list[dict], reference: dict[str, float], arms=VARIANTS) -> list[dict]:
     """One row per run of `arms` and budget it reached, beside the uniform run of the same game, seed and budget.
 
@@ -171,7 +176,7 @@ def table_rows(summaries: list[dict], reference: dict[str, float], arms=VARIANTS
     uniform = {(s["game"], s["seed"], s["frames"]): s for s in views if s["variant"] == "uniform"}
     rows = []
     ours = [s for s in views if s["variant"] in arms]
-    for s in sorted(ours, key=lambda s: (s["game"], list(arms).index(s["variant"]), s["seed"], s["frames"])):
+    for s in in_table_order(ours, arms):
         baseline = uniform.get((s["game"], s["seed"], s["frames"]))  # At the same budget only.
         compared = baseline is not None and s["variant"] != "uniform"  # Uniform's own row is the baseline.
         peak100, peak_frames = peak(s)
@@ -248,7 +253,7 @@ def beside_uniforms_curve(summaries: list[dict]) -> list[str]:
     views = _runs.at_each_budget(summaries)
     uniform_budgets = {(s["game"], s["seed"], s["frames"]) for s in views if s["variant"] == "uniform"}
     lines = []
-    for s in sorted(views, key=lambda s: (s["game"], list(VARIANTS).index(s["variant"]), s["seed"], s["frames"])):
+    for s in in_table_order(views, VARIANTS):
         if s["variant"] == "uniform" or (s["game"], s["seed"], s["frames"]) in uniform_budgets:
             continue
         longer = shortest_reaching(summaries, s["game"], s["seed"], "uniform", s["frames"])
