@@ -31,6 +31,7 @@ from absl import flags
 from common import cli, native_log, run_dir
 from common import config as config_lib
 from common.errors import UsageError
+from common.reverb import ports
 
 if TYPE_CHECKING:
     import reverb
@@ -141,6 +142,8 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     if options.role in ("actor", "learner") and not options.replay_address:
         raise UsageError(f"--role {options.role} needs --replay_address HOST:PORT")
     config = config_lib.resolve(agent.presets, agent.default_preset, request, what)
+    if options.port is not None and options.role in ("all", "server"):
+        ports.check_port_free(options.port)  # Now, not after TensorFlow's import (about 30 s on a busy machine).
     if options.role == "actor":
         run_actor(agent.parts(), config, options)
         return
@@ -158,6 +161,11 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     if options.resume:
         saved = config_lib.load(type(config), directory / "config.json", "the run's")
         trained = run_dir.trained_frames(directory)
+        if trained and not run_dir.has_checkpoint(directory):
+            raise UsageError(
+                f"--resume: {directory} has trained {trained:,} frames and holds no checkpoint to continue from "
+                f"(nothing in {directory / 'checkpoints'}); pass --overwrite to train it anew"
+            )
         if request.frames is not None and request.frames < trained:
             raise UsageError(
                 f"--frames={request.frames:g}: the run has trained {trained:,} frames already; give a larger budget "

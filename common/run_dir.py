@@ -11,7 +11,7 @@
 The contract: an existing run directory is never touched unless the caller
 resumes it (`--resume`: its own config.json, never rewritten) or asks to
 overwrite it (only a directory holding a run's config.json); a start that fails
-before training removes what it created.
+before training removes what it created, and puts back a run it was to overwrite.
 A run directory belongs to one training process at a time (`hold`): a second
 start on a run that is training is refused before it reads or removes anything.
 """
@@ -110,7 +110,9 @@ def starting(path: pathlib.Path, config: Any, *, resume: bool, overwrite: bool) 
 
     A new run (or an overwritten one) gets its config.json here. If the body
     raises, a directory created here is deleted, so the retry is not refused;
-    a resumed run's directory is left as it was.
+    a resumed run's directory is left as it was. An overwritten run is moved
+    aside (`overwritten`) and deleted only once the body has started the new
+    one: a start that fails (a busy port, a server that cannot start) puts it back.
     """
     check(path, resume=resume, overwrite=overwrite)
     if path.is_dir():
@@ -122,9 +124,16 @@ def starting(path: pathlib.Path, config: Any, *, resume: bool, overwrite: bool) 
             release(path)
             raise
         return
+    old = None
     if overwrite and path.exists():
-        shutil.rmtree(path)
-        release(path)  # The lock was the removed directory's.
+        old = overwritten(path)
+        if old.exists():
+            release(path)
+            raise UsageError(
+                f"an interrupted --overwrite of {path} left the run it replaced in {old}; move it back or delete it"
+            )
+        path.rename(old)
+        release(path)  # The lock was the moved directory's.
     created = not path.exists()
     path.mkdir(parents=True, exist_ok=True)
     hold(path)
@@ -137,7 +146,16 @@ def starting(path: pathlib.Path, config: Any, *, resume: bool, overwrite: bool) 
             shutil.rmtree(path, ignore_errors=True)
         else:
             (path / "config.json").unlink(missing_ok=True)
+        if old is not None:
+            old.rename(path)
         raise
+    if old is not None:
+        shutil.rmtree(old)
+
+
+def overwritten(path: pathlib.Path) -> pathlib.Path:
+    """Where `starting` keeps the run that `--overwrite` replaces at `path` until the new one has started."""
+    return path.with_name(f".{path.name}.overwritten")
 
 
 def recorded_segments(directory: pathlib.Path) -> list[dict[str, Any]]:
@@ -153,6 +171,11 @@ def last_budget(directory: pathlib.Path) -> int | None:
     """The frame budget of the run's latest start (a resume may have raised it), if recorded."""
     segments = recorded_segments(directory)
     return segments[-1]["total_frames"] if segments else None
+
+
+def has_checkpoint(directory: pathlib.Path) -> bool:
+    """Whether the run in `directory` holds a checkpoint (`common.loop` saves one as a run starts)."""
+    return any((directory / "checkpoints").glob("ckpt-*.index"))
 
 
 def trained_frames(directory: pathlib.Path) -> int:

@@ -25,6 +25,7 @@ from impala.config import PRESETS
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 TRAIN = [sys.executable, "-m", "impala.train"]
+PER_TRAIN = [sys.executable, "-m", "per.train"]
 FRAMES = 10_000
 
 
@@ -198,6 +199,33 @@ def test_a_busy_port_is_one_line(tmp_path):
         port = other.getsockname()[1]
         usage_cases.assert_one_line_error(run(f"--port={port}", "--role=server"), f"--port={port} is already in use")
     assert not (tmp_path / "a").exists()
+
+
+def test_a_busy_port_with_overwrite_keeps_the_run(tmp_path):
+    """PER, whose server starts in the run directory, deleted the run it was to overwrite, then found its --port
+    busy (seen). The port is checked first, and a start that fails puts the old run back (`run_dir.starting`)."""
+    old_run = tmp_path / "run"
+    old_run.mkdir()
+    (old_run / "config.json").write_text("{}")
+    (old_run / "episodes.csv").write_text("the old run's")
+    before = usage_cases.snapshot(old_run)
+    with socket.socket() as other:
+        other.bind(("0.0.0.0", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        result = run("--preset=toy", f"--run_dir={old_run}", "--overwrite", f"--port={port}", module=PER_TRAIN)
+    usage_cases.assert_one_line_error(result, f"--port={port} is already in use")
+    assert usage_cases.snapshot(old_run) == before
+
+
+@pytest.mark.slow
+def test_resuming_a_run_without_its_checkpoints_is_refused(copied_run):
+    """It trained from frame 0, on the old replay where PER keeps one, and dropped the episode log (seen)."""
+    shutil.rmtree(copied_run / "checkpoints")
+    before = usage_cases.snapshot(copied_run)
+    result = run(f"--run_dir={copied_run}", "--resume")
+    usage_cases.assert_one_line_error(result, "frames and holds no checkpoint to continue from", "pass --overwrite")
+    assert usage_cases.snapshot(copied_run) == before
 
 
 def test_help_exits_0_and_lists_the_config_fields():

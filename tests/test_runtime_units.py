@@ -261,6 +261,32 @@ def test_a_failed_resume_leaves_the_run_as_it_was(tmp_path):
     assert {p.name: p.read_bytes() for p in path.iterdir()} == before
 
 
+def test_a_failed_overwrite_puts_the_old_run_back(tmp_path):
+    """A PER start with a busy --port failed after --overwrite had deleted the run (seen): it is only moved
+    aside, put back if the start fails, and deleted once the new run has started."""
+    path = tmp_path / "run"
+    with run_dir.starting(path, PRESETS["toy"], resume=False, overwrite=False):
+        pass
+    (path / "episodes.csv").write_text("the old run's")
+    before = {p.name: p.read_bytes() for p in path.iterdir()}
+    with pytest.raises(UsageError, match="is already in use"):
+        with run_dir.starting(path, PRESETS["minatar"], resume=False, overwrite=True):
+            assert not (path / "episodes.csv").exists()  # The new run's directory, while it starts.
+            raise UsageError("--port=2024 is already in use")
+    assert {p.name: p.read_bytes() for p in path.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
+    run_dir.overwritten(path).mkdir()  # As an --overwrite killed while it started leaves it.
+    with pytest.raises(UsageError, match="left the run it replaced in .*; move it back or delete it"):
+        with run_dir.starting(path, PRESETS["minatar"], resume=False, overwrite=True):
+            pass
+    assert {p.name: p.read_bytes() for p in path.iterdir()} == before
+    run_dir.overwritten(path).rmdir()
+    with run_dir.starting(path, PRESETS["minatar"], resume=False, overwrite=True):
+        pass
+    assert [p.name for p in path.iterdir()] == ["config.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # The old run, deleted once this one started.
+
+
 def test_episode_log_of_a_run_killed_before_its_first_flush_gets_its_header_on_resume(tmp_path):
     """A run killed 0.1 s in left an empty episodes.csv; its resume wrote rows with no header (seen)."""
     first = run_dir.EpisodeLog(tmp_path)

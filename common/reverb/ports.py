@@ -1,0 +1,26 @@
+"""The port a process's Reverb server is to listen on, checked before TensorFlow and Reverb load."""
+
+from __future__ import annotations
+
+import socket
+
+from common.errors import UsageError
+
+
+def check_port_free(port: int) -> None:
+    """A `UsageError` if anything listens on `port`.
+
+    gRPC binds with SO_REUSEPORT, so a second Reverb server on a busy port
+    would start without error and silently share the first one's traffic; a
+    plain bind (without SO_REUSEPORT) fails on any holder.
+    """
+    if not 0 < port < 65536:
+        raise UsageError(f"--port={port}: must be in 1..65535")
+    for family, host in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.bind((host, port))
+        except OSError as error:
+            if error.errno in (97, 99):  # No IPv6 on this machine: the IPv4 probe decides.
+                continue
+            raise UsageError(f"--port={port} is already in use; choose a free port or omit --port") from None
