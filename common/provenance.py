@@ -8,6 +8,7 @@ resolved config, seeds, frames, wall time and the machine.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import os
 import pathlib
@@ -118,3 +119,31 @@ def write(directory: pathlib.Path, name: str = "provenance.json", **kwargs) -> p
     path = directory / name
     path.write_text(json.dumps(record(**kwargs), indent=2, default=str) + "\n")
     return path
+
+
+# A record's fields that say when, where and how fast it was written, not what it describes.
+_CIRCUMSTANCES = ("commit", "dirty", "command", "date_utc", "machine", "assembled_in_s")
+
+
+def write_derived(directory: pathlib.Path, stem: str, **kwargs) -> pathlib.Path:
+    """`stem`.provenance.json for outputs `stem`.* derived from committed inputs (a study's tables from its runs'
+    summaries), with each output's SHA-256; returns its path.
+
+    Rewritten only when it would describe something else (an input, the bytes
+    of an output) or the old record came from a dirty tree, so that rebuilding
+    unchanged outputs changes no file, and the record's commit stays one whose
+    code made those bytes.
+    """
+    path = directory / f"{stem}.provenance.json"
+    outputs = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.glob(f"{stem}.*"))}
+    outputs.pop(path.name, None)
+    extra = {**(kwargs.pop("extra", None) or {}), "outputs": outputs}
+    new = json.loads(json.dumps(record(extra=extra, **kwargs), default=str))
+    old = json.loads(path.read_text()) if path.exists() else None
+    if old is not None and old.get("dirty") is False and _described(old) == _described(new):
+        return path
+    return write(directory, path.name, extra=extra, **kwargs)
+
+
+def _described(record_: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in record_.items() if key not in _CIRCUMSTANCES}

@@ -1,5 +1,8 @@
-"""`provenance._git_state` in a throwaway git repository: commit and dirty flag."""
+"""Provenance records: `provenance._git_state` in a throwaway git repository (commit and dirty flag), and
+when a derived record is rewritten."""
 
+import hashlib
+import json
 import pathlib
 import subprocess
 
@@ -66,3 +69,34 @@ def test_a_benchmark_calls_the_machine_busy_only_when_the_load_at_its_start_says
     assert sentence.startswith(f"Load average (1 min) at start {start:.1f}, at end 2.5, on ")
     assert ("busy at the start" in sentence) == busy
     assert ("nothing else ran at the start" in sentence) == (not busy)
+
+
+def test_a_derived_record_is_rewritten_only_when_what_it_describes_changes(tmp_path, monkeypatch):
+    """`--summarise_only` from a clean checkout rewrote every table's record (a new commit and date), with every
+    table byte for byte the same (seen): `git status` was dirty after rebuilding unchanged tables."""
+    state = {"commit": "a" * 40, "dirty": False}
+    monkeypatch.setattr(provenance, "_AT_START", state)
+    (tmp_path / "study.md").write_text("| game | score |\n")
+    inputs = {"config": {"asterix_rank_s0": {"alpha": 0.7}}, "seeds": [0], "frames": 10, "wall_time_s": 5.0}
+    path = provenance.write_derived(tmp_path, "study", scale="reduced", **inputs, extra={"assembled_in_s": 0.1})
+    first = path.read_text()
+    assert path.name == "study.provenance.json"
+    assert json.loads(first)["outputs"] == {"study.md": hashlib.sha256(b"| game | score |\n").hexdigest()}
+
+    def rebuilt(**changes) -> str:
+        state.update(commit="b" * 40)  # A later commit: nothing it describes changed, unless `changes` say so.
+        provenance.write_derived(
+            tmp_path, "study", **{"scale": "reduced", **inputs, **changes}, extra={"assembled_in_s": 0.3}
+        )
+        return path.read_text()
+
+    assert rebuilt() == first
+    assert json.loads(rebuilt(frames=20))["commit"] == "b" * 40  # Another input.
+    state.update(commit="a" * 40)
+    provenance.write_derived(tmp_path, "study", scale="reduced", **inputs)
+    (tmp_path / "study.md").write_text("| game | score | note |\n")  # Another table from the same inputs.
+    assert json.loads(rebuilt())["commit"] == "b" * 40
+    state.update(commit="a" * 40, dirty=True)
+    provenance.write_derived(tmp_path, "study", scale="reduced", **inputs)
+    state.update(dirty=False)
+    assert json.loads(rebuilt())["dirty"] is False  # A record from a dirty tree names code no commit holds.

@@ -196,5 +196,5 @@ def write_study(out: pathlib.Path, summaries: list[dict], profile: str, start: f
         f"reduced ({profile}): {listed(s['frames'] for s in summaries)} of {PAPER_FRAMES:,} frames, no-op starts "
         f"(PER: human starts); assembled from {len(jobs)} runs in atari_runs/"
     )
-    provenance.write(out, "atari.provenance.json", **_runs.study_record(jobs, scale, start, out / "atari_runs"))
+    provenance.write_derived(out, "atari", **_runs.study_record(jobs, scale, start, out / "atari_runs"))
     return text

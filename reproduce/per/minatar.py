@@ -671,11 +671,11 @@ def train(games: list[str], frames: int, summaries_dir: pathlib.Path) -> list[di
 
 
 def write_provenance(out: pathlib.Path, stem: str, summaries: list[dict], start: float) -> None:
-    """`stem`.provenance.json: assembled from `summaries`, each with its run's own record."""
+    """`stem`.provenance.json: assembled from `summaries`, each with its run's own record; unchanged, kept."""
     jobs = {_runs.job_name(s["game"], s["variant"], s["seed"]): s for s in summaries}
     scale = f"reduced ({FLAGS.profile}): MinAtar; assembled from {len(jobs)} runs in minatar_runs/"
     record = _runs.study_record(jobs, scale, start, out / "minatar_runs")
-    provenance.write(out, f"{stem}.provenance.json", **record)
+    provenance.write_derived(out, stem, **record)
 
 
 if __name__ == "__main__":
