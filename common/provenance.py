@@ -140,9 +140,9 @@ def write_derived(directory: pathlib.Path, stem: str, **kwargs) -> pathlib.Path:
     extra = {**(kwargs.pop("extra", None) or {}), "outputs": outputs}
     new = json.loads(json.dumps(record(extra=extra, **kwargs), default=str))
     old = json.loads(path.read_text()) if path.exists() else None
-    if old is not None and old.get("dirty") is False and _described(old) == _described(new):
-        return path
-    return write(directory, path.name, extra=extra, **kwargs)
+    if old is None or old.get("dirty") is not False or _described(old) != _described(new):
+        path.write_text(json.dumps(new, indent=2) + "\n")
+    return path
 
 
 def _described(record_: dict[str, Any]) -> dict[str, Any]:
