@@ -174,6 +174,13 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         if request.frames is None:  # Keep the budget of the latest start, which a resume may have raised.
             request = dataclasses.replace(request, frames=run_dir.last_budget(directory))
         config = config_lib.resume(saved, request, agent.presets, what)
+        if (directory / "final.json").exists() and trained >= config.total_frames:
+            # Not a start: one would save its checkpoint and replay again and add an empty segment.
+            print(
+                f"nothing to train: {directory} has trained {trained:,} frames, its budget was "
+                f"{config.total_frames:,}; give a larger --frames to train it on", flush=True,
+            )  # fmt: skip
+            return
     parts = agent.parts()  # TensorFlow and Reverb load here, once the input has passed the checks above.
     from common import loop
     from common.reverb import server as reverb_server

@@ -228,6 +228,17 @@ def test_resuming_a_run_without_its_checkpoints_is_refused(copied_run):
     assert usage_cases.snapshot(copied_run) == before
 
 
+@pytest.mark.slow
+def test_resuming_a_finished_run_at_its_budget_changes_nothing(copied_run):
+    """It started again: saved its checkpoint (PER: its replay too) and added a segment of 0 frames (seen)."""
+    before = usage_cases.snapshot(copied_run)
+    result = run(f"--run_dir={copied_run}", "--resume")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"nothing to train: {copied_run} has trained" in result.stdout
+    assert f"its budget was {FRAMES:,}; give a larger --frames" in result.stdout
+    assert usage_cases.snapshot(copied_run) == before
+
+
 def test_help_exits_0_and_lists_the_config_fields():
     result = run("--help")
     assert result.returncode == 0, result.stderr
