@@ -929,20 +929,16 @@ def main(argv: list[str]) -> None:
 
 
 def write(results: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
-    """Writes `results/README.md` and, if it changed, its record; returns both paths."""
+    """Writes `results/README.md` and its record (rewritten only when a source or the page changed); returns both."""
     start = time.time()
-    path, record = results / "README.md", results / "README.provenance.json"
+    path = results / "README.md"
     path.write_text(render(results))
-    read = sources(results)
     # Its own record: no number is measured here, each is copied from a study whose record is listed.
-    # Rewritten only when those change, so that regenerating an unchanged dashboard changes no file,
-    # or when it was written from a dirty tree (which names code no commit holds).
-    old = json.loads(record.read_text()) if record.exists() else None
-    if old is None or old["dirty"] or old["config"]["sources"] != read:
-        provenance.write(
-            results, record.name, config={"sources": read}, seeds=[], frames=None, wall_time_s=time.time() - start,
-            scale="derived: the committed results' headlines, nothing trained or timed",
-        )  # fmt: skip
+    record = provenance.write_derived(
+        results, "README", config={"sources": sources(results)}, seeds=[], frames=None, wall_time_s=0.0,
+        scale="derived: the committed results' headlines, nothing trained or timed",
+        extra={"assembled_in_s": round(time.time() - start, 1)},
+    )  # fmt: skip
     return path, record
 
 

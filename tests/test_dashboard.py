@@ -1,5 +1,6 @@
 """`reproduce.dashboard`: the committed dashboard is current, and headlines are read from the files (no training)."""
 
+import hashlib
 import json
 import pathlib
 
@@ -35,16 +36,14 @@ def test_every_committed_record_was_written_from_a_clean_commit():
 
 def test_the_dashboards_record_is_kept_while_its_sources_hold_and_rewritten_if_it_was_dirty(tmp_path):
     path, record = dashboard.write(tmp_path)
-    assert json.loads(record.read_text())["config"]["sources"] == {}  # No study has a record here.
+    first = json.loads(record.read_text())
+    assert first["config"]["sources"] == {}  # No study has a record here.
+    assert first["outputs"] == {"README.md": hashlib.sha256(path.read_bytes()).hexdigest()}
     for dirty in (False, True):
-        write(record, record_of(dirty))
+        write(record, json.dumps({**first, "command": "an earlier one", "dirty": dirty}))
         dashboard.write(tmp_path)
         assert (json.loads(record.read_text())["command"] == "an earlier one") == (not dirty)
     assert path.read_text() == dashboard.render(tmp_path)
-
-
-def record_of(dirty: bool) -> str:
-    return json.dumps({"command": "an earlier one", "dirty": dirty, "config": {"sources": {}}})
 
 
 def test_the_dashboards_record_lists_only_studies_with_a_record(tmp_path):
