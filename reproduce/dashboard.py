@@ -716,7 +716,7 @@ STUDIES: tuple[Study, ...] = (
         "annealed β",
         "`python -m reproduce.per.minatar --profile full --games G --variants rank_full_is,rank_no_is`",
         "`per/full/fig12.{csv,md,png}`",
-        "reduced: MinAtar, 2M frames per run, 1 seed",
+        "reduced: MinAtar, the profile's 2M frames per run or fewer (each score names its budget), 1 seed",
         "per/full/fig12",
         per_arms,
     ),
@@ -737,7 +737,7 @@ STUDIES: tuple[Study, ...] = (
         "`python -m reproduce.per.minatar --profile full --games G --variants uniform_small_step "
         "[--frames N --extend]`",
         "`per/full/step_size.{csv,md,png}`",
-        "reduced: MinAtar, 2M frames per run, 1 seed",
+        "reduced: MinAtar, the profile's 2M frames per run or fewer (each score names its budget), 1 seed",
         "per/full/step_size",
         per_arms,
     ),
