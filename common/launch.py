@@ -174,7 +174,7 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         if request.frames is None:  # Keep the budget of the latest start, which a resume may have raised.
             request = dataclasses.replace(request, frames=run_dir.last_budget(directory))
         config = config_lib.resume(saved, request, agent.presets, what)
-        if (directory / "final.json").exists() and trained >= config.total_frames:
+        if run_dir.finished(directory, config.total_frames):
             # Not a start: one would save its checkpoint and replay again and add an empty segment.
             print(
                 f"nothing to train: {directory} has trained {trained:,} frames, its budget was "

@@ -178,6 +178,12 @@ def has_checkpoint(directory: pathlib.Path) -> bool:
     return any((directory / "checkpoints").glob("ckpt-*.index"))
 
 
+def finished(directory: pathlib.Path, budget: int | None = None) -> bool:
+    """Whether the run's final.json reaches `budget` frames (None: any budget; `final.json` is written at one)."""
+    final = directory / "final.json"
+    return final.exists() and (budget is None or json.loads(final.read_text())["frames"] >= budget)
+
+
 def trained_frames(directory: pathlib.Path) -> int:
     """Frames the run has trained, as far as its record says: its last checkpoint's, or where its latest start began."""
     segments = recorded_segments(directory)

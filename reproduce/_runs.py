@@ -81,8 +81,7 @@ def train(
 
 def finished(run_dir: pathlib.Path, flags: list[str]) -> bool:
     """True once the run's final.json reaches the budget of `flags` (any budget, if they set none)."""
-    final, goal = run_dir / "final.json", budget(flags)
-    return final.exists() and (goal is None or json.loads(final.read_text())["frames"] >= goal)
+    return run_dir_lib.finished(run_dir, budget(flags))
 
 
 def training_command(

@@ -272,12 +272,21 @@ def test_a_sampler_kept_open_across_samples_draws_p_alpha(make_replay, overlap):
     assert_frequencies_match(np.bincount(np.concatenate(items), minlength=n), expected_probabilities(config, td))
 
 
+def drawn_for(replays: list, decode) -> bool:
+    """Whether a `replay._draw` call (its `decode`, a bound method) is for one of `replays`.
+
+    A test that patches `_draw` counts only its own replay's draws: an earlier test's drawing
+    thread, with a batch requested ahead, may still draw after that replay closed (seen in a loaded CI run).
+    """
+    return getattr(decode, "__self__", None) in replays
+
+
 def test_overlapped_batches_are_all_drawn_by_one_thread(make_replay, monkeypatch):
     """One drawing thread for the replay's life: a thread started per batch cost a seventh of a MinAtar step."""
     drawn_by, draw, ours = [], replay._draw, []
 
     def recorded(sampler, batch_size, decode):
-        if getattr(decode, "__self__", None) in ours:  # Not an earlier test's thread, drawing ahead.
+        if drawn_for(ours, decode):
             drawn_by.append(threading.get_native_id())
         return draw(sampler, batch_size, decode)
 
@@ -295,9 +304,7 @@ def test_a_draw_that_fails_raises_in_the_callers_thread_and_the_next_sample_draw
     draw, failures, ours = replay._draw, [RuntimeError("the sampler failed")], []
 
     def fail_once(sampler, batch_size, decode):
-        # Only this test's replay: an earlier test's drawing thread may still draw (its batch drawn ahead)
-        # and took the failure on a loaded machine (seen in CI).
-        if failures and getattr(decode, "__self__", None) in ours:
+        if failures and drawn_for(ours, decode):
             raise failures.pop()
         return draw(sampler, batch_size, decode)
 
