@@ -6,7 +6,8 @@ PER Algorithm 1 as the shared loop's `Learner` (`common.loop`). One `step`:
    transition at the running maximum priority (line 6; rank-based: rank 1);
 2. once the replay holds `min_replay_size` transitions, sample a minibatch of
    k with P(j) = p_j^alpha / sum_i p_i^alpha and IS weights w_j (lines 9-10);
-3. one weighted Double DQN update (lines 11-14, `per.learner`);
+3. one weighted Double DQN update and, every `target_update_period` updates,
+   the target network's copy (lines 11, 13, 15 and 16, `per.learner`);
 4. write p_j = |delta_j| + epsilon back for exactly the sampled keys (line 12;
    rank-based: their new rank's priority).
 

@@ -1,7 +1,8 @@
 """Prioritized Double DQN's learner: one weighted update per sampled minibatch.
 
-PER Algorithm 1, lines 9-15, for one minibatch of k transitions j sampled
-from the replay with their importance weights w_j:
+PER Algorithm 1, lines 11, 13, 15 and 16, for one minibatch of k transitions j
+that the replay sampled, with their importance weights w_j (lines 9-10); the
+agent writes the priorities back (line 12):
 
     delta_j = R_j + gamma_j Q(S_j, argmax_a Q(S_j, a; theta); theta^-) - Q(S_{j-1}, A_{j-1}; theta)
     theta  <- theta - eta * grad L,  L = sum_j w_j huber(delta_j)   (RMSProp; §4 clips delta to [-1, 1])

@@ -101,7 +101,7 @@ def prioritized_double_q_loss(
     importance_weights: tf.Tensor,
     reduction: str = "mean",
 ) -> PrioritizedLoss:
-    """PER's weighted Double DQN loss (Algorithm 1, lines 10-13; §3.4, §4).
+    """PER's weighted Double DQN loss (Algorithm 1, lines 11 and 13, and |delta| for line 12; §3.4, §4).
 
     Args:
       q_tm1, a_tm1, r_t, discount_t, q_t_value, q_t_selector: as in

@@ -3,7 +3,7 @@
 PER (App. Fig. 10) plots, every 10^6 frames, "the last-seen absolute
 TD-error for all transitions in the replay memory, sorted", for rank-based
 and uniform replay, and finds that the distribution becomes heavy-tailed as
-learning goes on (§3.3, the motivation of eq. 1's power law).
+learning goes on (§5, Discussion: evidence for the form of eq. 1).
 
 `TdErrorLog` keeps, for every live item the learner has sampled, its last
 |delta_j| and insertion index; every `every_frames` frames it appends one
