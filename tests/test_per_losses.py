@@ -120,6 +120,26 @@ def test_gradients_are_the_weighted_clipped_td_errors_on_the_taken_actions_only(
     np.testing.assert_array_equal(d_selector, 0.0)
 
 
+@MODES
+def test_the_gradient_is_the_clipped_td_error_at_the_huber_kink_too(mode):
+    """At |delta| = 1 exactly (and 0) the gradient is still clip(delta, -1, 1), not a half-step or a zero."""
+    r_t = np.array([1.0, -1.0, 0.0, 0.5, 1.5, -2.0], np.float32)  # delta = r_t: no bootstrap, Q(S_{j-1}) = 0.
+    zeros = np.zeros(B, np.float32)
+
+    def gradient(q_tm1):
+        with tf.GradientTape() as tape:
+            tape.watch(q_tm1)
+            loss = losses.prioritized_double_q_loss(
+                q_tm1, np.zeros(B, np.int32), r_t, zeros, np.zeros((B, A), np.float32),
+                np.zeros((B, A), np.float32), importance_weights=np.ones(B, np.float32), reduction="sum",
+            ).loss  # fmt: skip
+        return tape.gradient(loss, q_tm1)
+
+    d_q_tm1 = mode(gradient)(tf.zeros((B, A))).numpy()
+    np.testing.assert_array_equal(d_q_tm1[:, 0], -np.clip(r_t, -1.0, 1.0))
+    np.testing.assert_array_equal(d_q_tm1[:, 1:], 0.0)
+
+
 def test_bad_ranks_shapes_and_types_raise():
     data = batch()
     w = np.ones(B, np.float32)
