@@ -21,6 +21,7 @@ import reverb
 import tensorflow as tf
 from scipy import stats
 
+from common.envs.batch import SerialBatchEnv
 from common.errors import UsageError
 from common.reverb import server as reverb_server
 from per import actor as actor_lib
@@ -114,6 +115,38 @@ def test_actor_is_greedy_at_epsilon_0_and_uniform_at_1(make_agent):
     assert stats.chisquare(counts).pvalue > 1e-4, counts
     mixed = agent.actor.actions(observations, 0.3)  # Greedy with probability 0.7 + 0.3 / 3.
     assert abs(np.mean(mixed == greedy) - 0.8) < 0.04
+
+
+class CountingEnv(gym.Env):
+    """Observation: the step count in the episode; truncated at step 3 (env 0) or terminated at step 2 (env 1)."""
+
+    def __init__(self, space: gym.spaces.Box, num_actions: int, truncates: bool):
+        self.observation_space, self.action_space = space, gym.spaces.Discrete(num_actions)
+        self._truncates, self._steps = truncates, 0
+
+    def reset(self, *, seed=None, options=None):
+        self._steps = 0
+        return np.zeros(self.observation_space.shape, self.observation_space.dtype), {}
+
+    def step(self, action):
+        self._steps += 1
+        observation = np.full(self.observation_space.shape, self._steps, self.observation_space.dtype)
+        ended = self._steps == (3 if self._truncates else 2)
+        return observation, 0.0, ended and not self._truncates, ended and self._truncates, {}
+
+
+def test_a_truncation_is_stored_as_terminal_like_a_termination():
+    """Same-step autoreset leaves no S_j to bootstrap from after a truncation: gamma_j = 0 (README)."""
+    space, num_actions = agent_lib.spaces(TOY)
+    env = SerialBatchEnv(lambda i, seed: CountingEnv(space, num_actions, truncates=i == 0), num_envs=2, seed=0)
+    actor = actor_lib.Actor(networks.make(TOY, space, num_actions, name="q"), env, seed=0)
+    stored = [actor.step(epsilon=1.0)[0] for _ in range(6)]
+    for env_index, episode_length in ((0, 3), (1, 2)):
+        transitions = [step[env_index] for step in stored]
+        ends = [t % episode_length == episode_length - 1 for t in range(6)]
+        assert [float(t.terminal) for t in transitions] == [float(end) for end in ends]
+        for transition, end in zip(transitions, ends):  # After an end, S_j is the next episode's first.
+            assert (transition.next_observation == 0).all() == end
 
 
 def test_same_seed_acts_alike_and_another_seed_does_not(make_agent):
