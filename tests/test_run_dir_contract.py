@@ -485,6 +485,31 @@ def test_a_refused_extension_is_the_only_line_and_a_passed_one_is_said(tmp_path,
     assert capsys.readouterr().out == "job: summarised at 7 frames, extending to 9\n"
 
 
+def test_a_fresh_retrain_to_a_larger_budget_interrupted_resumes_with_extend(tmp_path, monkeypatch):
+    from reproduce import _runs
+
+    smaller = "python -m per.train --preset=p --frames=7 --seed=0"
+    (tmp_path / "job.json").write_text(json.dumps({"run_provenance": {"command": smaller}}))
+    job = ["--preset=p", "--frames=9", "--seed=0"]
+    # `--fresh --frames=9` started the run anew, then stopped before its end: no final.json yet.
+    (tmp_path / "runs").mkdir()
+    run_dir = recorded_run(tmp_path / "runs" / "job", f"python -m per.train {' '.join(job)}")
+    (run_dir / "final.json").unlink()
+    with pytest.raises(UsageError, match="pass --extend to train it on to 9 frames"):
+        _runs.jobs_to_train({"job": job}, tmp_path, tmp_path / "runs", fresh=False, extend=False)
+    assert _runs.jobs_to_train({"job": job}, tmp_path, tmp_path / "runs", fresh=False, extend=True) == ["job"]
+    commands = []
+
+    def train_on(command, run_dir, is_finished):
+        commands.append(command)
+        (run_dir / "final.json").write_text(json.dumps({"frames": 9}))
+
+    monkeypatch.setattr(_runs, "run_to_completion", train_on)
+    assert _runs.train("per.train", run_dir, job, extend=True) == {"frames": 9}
+    assert "--resume" in commands[0] and "--frames=9" in commands[0]  # Resumed, not started again.
+    assert [path.name for path in (tmp_path / "runs").iterdir()] == ["job"]  # Nothing moved aside.
+
+
 def test_a_runs_budgets_are_its_segments_whatever_way_the_command_wrote_them():
     from reproduce import _runs
 
