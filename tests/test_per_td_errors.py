@@ -61,10 +61,13 @@ def test_read_replaces_the_snapshots_of_a_stretch_abandoned_by_a_resume(tmp_path
 
 @pytest.mark.parametrize("variant", ["uniform", "rank"])
 def test_the_agent_logs_exactly_the_sampled_keys_last_abs_delta(tmp_path, variant):
-    """Uniform replay writes no priorities back, yet its |delta| are logged all the same."""
+    """Uniform replay writes no priorities back, yet its |delta| are logged all the same.
+
+    The table holds 300 of the 700 transitions: the log must forget the evicted items it saw.
+    """
     config = dataclasses.replace(
         config_lib.PRESETS["toy"], replay=variant, alpha=0.0 if variant == "uniform" else 0.7, min_replay_size=100,
-        replay_capacity=2_000, td_error_snapshot_frames=200,
+        replay_capacity=300, td_error_snapshot_frames=200,
     )  # fmt: skip
     server = reverb_server.make_server([agent_lib.replay_table(config)])
     agent = agent_lib.DqnAgent(config, reverb.Client(f"localhost:{server.port}"), run_dir=tmp_path)
@@ -89,8 +92,14 @@ def test_the_agent_logs_exactly_the_sampled_keys_last_abs_delta(tmp_path, varian
     finally:
         agent.close()
         server.stop()
-    assert last and agent.td_errors._abs_delta == pytest.approx(last)
+    kept = agent.td_errors._abs_delta
+    assert len(last) > config.replay_capacity  # Items were sampled, then evicted.
+    assert set(keys) <= set(kept) and kept == pytest.approx({key: last[key] for key in kept})
     snapshots = td_errors.read(tmp_path / td_errors.FILE)
     assert [s["frames"] // 200 for s in snapshots] == [1, 2, 3]  # One per 200 frames once learning started.
-    assert snapshots[-1]["seen"] + snapshots[-1]["unseen"] == snapshots[-1]["table_size"]
+    assert snapshots[-1]["table_size"] == config.replay_capacity  # Full from 300 inserts on.
+    # The evicted items forgotten, the live ones kept: all but the newest few were sampled (16 samples
+    # per insert; uniform: about 19 of 300 unseen expected).
+    assert 0.8 * config.replay_capacity <= snapshots[-1]["seen"] <= config.replay_capacity
+    assert snapshots[-1]["seen"] + snapshots[-1]["unseen"] == config.replay_capacity
     assert snapshots[-1]["abs_td_error"] == sorted(snapshots[-1]["abs_td_error"], reverse=True)
