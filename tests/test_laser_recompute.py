@@ -155,6 +155,8 @@ def test_long_episodes_are_cut_into_segments_that_restart_from_zero(play):
     client, spec, unrolls, segments, parts = play(max_episode_length=5)
     assert [len(segment["first"]) for segment in segments] == [5, 4] * 5  # Each 9-step episode cut once.
     replayed = replay(client, spec, segments, parts)
+    assert len(replayed) == (5 * 9 - 1) // T  # The segments rejoin: the 5 whole episodes, as the actor cut them.
+    checked_restarts = 0
     for i, (mine, theirs) in enumerate(zip(replayed, unrolls)):
         position = (T * i + np.arange(T + 1)) % 9  # Step of the episode.
         np.testing.assert_array_equal(mine["observation"], theirs["observation"])
@@ -165,6 +167,8 @@ def test_long_episodes_are_cut_into_segments_that_restart_from_zero(play):
         np.testing.assert_allclose(states(mine)[kept], states(theirs)[kept], atol=1e-5)
         if restarted.any():
             assert np.abs(states(mine)[restarted] - states(theirs)[restarted]).max(-1).min() > 1e-4
+            checked_restarts += 1
+    assert checked_restarts > 0
 
 
 def test_config_refuses_what_it_cannot_recompute():
