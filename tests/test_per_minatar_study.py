@@ -290,10 +290,21 @@ def test_fig12_reads_every_curve_early_midway_and_at_the_shortest_importance_sam
 
 
 def test_fig10_draws_both_replays(tmp_path, monkeypatch):
+    """Rank-based on top, uniform below, each with one line per snapshot of its own."""
     monkeypatch.setattr(minatar, "FLAGS", type("Flags", (), {"profile": "full"}))
+    figures, close = [], minatar.plt.close
+    monkeypatch.setattr(minatar.plt, "close", lambda fig: figures.append(fig) or close(fig))
+    rank, uniform = summary("rank", 8.0, snapshots=3), summary("uniform", 6.0, snapshots=2)
+    for snapshot in uniform["td_errors"]:
+        snapshot["abs_td_error"] = [2 * x for x in snapshot["abs_td_error"]]  # Unlike rank's.
     path = tmp_path / "fig10.png"
-    minatar.plot_td_errors(summary("rank", 8.0), summary("uniform", 6.0), path)
+    minatar.plot_td_errors(rank, uniform, path)
     assert matplotlib.image.imread(path).shape[0] > 400
+    (figure,) = figures
+    for ax, shown in zip(figure.axes, (rank, uniform), strict=True):
+        assert ax.get_title() == f"{shown['variant']} replay"
+        drawn = [(line.get_xdata().tolist(), line.get_ydata().tolist()) for line in ax.get_lines()]
+        assert drawn == [(s["rank_fraction"], s["abs_td_error"]) for s in shown["td_errors"]]
 
 
 @pytest.mark.parametrize(

@@ -97,6 +97,9 @@ def test_a_derived_record_is_rewritten_only_when_what_it_describes_changes(tmp_p
     (tmp_path / "study.md").write_text("| game | score | note |\n")  # Another table from the same inputs.
     assert json.loads(rebuilt())["commit"] == "b" * 40
     state.update(commit="a" * 40, dirty=True)
-    provenance.write_derived(tmp_path, "study", scale="reduced", **inputs)
+    provenance.write_derived(tmp_path, "study", scale="reduced", **{**inputs, "frames": 30})  # Another input.
+    assert json.loads(path.read_text())["dirty"] is True
     state.update(dirty=False)
-    assert json.loads(rebuilt())["dirty"] is False  # A record from a dirty tree names code no commit holds.
+    # The same inputs and outputs from a clean tree: rewritten, as a record from a dirty tree names code no
+    # commit holds.
+    assert json.loads(rebuilt(frames=30))["dirty"] is False and json.loads(path.read_text())["commit"] == "b" * 40
