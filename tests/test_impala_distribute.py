@@ -40,7 +40,7 @@ for strategy in (None, tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])):
     for v, value in zip(weights, initial):
         v.assign(value)
     metrics = [learner.step(b) for b in batches]
-    results.append((metrics, [v.numpy() for v in learner.network.trainable_variables]))
+    results.append((metrics, [v.numpy() for v in weights]))
 (single_metrics, single), (mirrored_metrics, mirrored) = results
 print(json.dumps({"metrics": [single_metrics, mirrored_metrics],
                   "moved": float(max(np.abs(a - b.numpy()).max() for a, b in zip(single, initial))),
