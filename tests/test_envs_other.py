@@ -1,6 +1,7 @@
 """MinAtar, the toy env, the DMLab adapter (against a fake module) and the factory."""
 
 import inspect
+import subprocess
 import sys
 
 import minatar
@@ -65,6 +66,27 @@ def test_minatar_episode_cap_truncates():
     env.reset()
     results = [env.step(0) for _ in range(7)]
     assert [r[3] for r in results] == [False] * 6 + [True]
+
+
+def test_ctrl_c_while_minatar_imports_its_display_stops_the_process():
+    # minatar imports matplotlib and seaborn under a bare `except:`; a Ctrl-C in
+    # those seconds was swallowed and the run trained on. Here the Ctrl-C comes
+    # exactly there: as seaborn is imported, in a fresh interpreter.
+    script = """
+import sys
+class CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == "seaborn":
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, CtrlC())
+from common import envs
+try:
+    envs.make("minatar:breakout", seed=0)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 130, result.stderr[-2000:]
 
 
 def test_catch_pays_plus_one_to_a_tracking_policy_and_minus_one_to_a_stubborn_one():

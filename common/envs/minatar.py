@@ -8,6 +8,7 @@ actions 0.1 and difficulty ramping on, and all 6 actions. Observations are
 from __future__ import annotations
 
 import dataclasses
+import importlib
 
 import gymnasium as gym
 import numpy as np
@@ -33,6 +34,21 @@ class MinAtarOptions:
             )
 
 
+def _import_minatar_display() -> None:
+    """Imports what `minatar` imports for its display, before `minatar` does.
+
+    `minatar.environment` imports matplotlib and seaborn under a bare
+    `except:`, so a Ctrl-C in those seconds of importing was swallowed and the
+    run trained on (to its end, on a small budget). Imported here first, a
+    Ctrl-C raises as anywhere else, and minatar then finds them loaded.
+    """
+    for name in ("matplotlib.pyplot", "matplotlib.colors", "seaborn"):
+        try:
+            importlib.import_module(name)
+        except ImportError:  # minatar runs without its display, as it does itself.
+            pass
+
+
 class MinAtarEnv(gym.Env):
     """One MinAtar game as a gymnasium `Env`."""
 
@@ -42,6 +58,7 @@ class MinAtarEnv(gym.Env):
         if game not in GAMES:
             raise choice_error("minatar game", game, GAMES)
         self.options = options
+        _import_minatar_display()
         # Imported here, not with the module: minatar imports seaborn for its
         # display (seconds), which a bad flag or another env family never needs.
         import minatar
