@@ -92,6 +92,8 @@ def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
     """A `UsageError` unless `path` can be started as asked; touches nothing."""
     if path.exists() and not path.is_dir():
         raise UsageError(f"run directory {path} is a file, not a directory")
+    if not path.exists():
+        _check_creatable(path)
     exists = path.exists() and any(path.iterdir())
     if resume and overwrite:
         raise UsageError("--resume and --overwrite exclude each other")
@@ -102,6 +104,17 @@ def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
     if exists and overwrite and not (path / "config.json").exists():
         # A mistyped path must not delete a directory of the user's own.
         raise UsageError(f"--overwrite deletes only a run directory: {path} holds no run (no config.json)")
+
+
+def _check_creatable(path: pathlib.Path) -> None:
+    """A `UsageError` unless `path`'s nearest existing ancestor is a directory this process may write in."""
+    ancestor = path.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise UsageError(f"run directory {path} cannot be created: {ancestor} is a file, not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UsageError(f"run directory {path} cannot be created: {ancestor} is not writable")
 
 
 @contextlib.contextmanager
@@ -135,7 +148,10 @@ def starting(path: pathlib.Path, config: Any, *, resume: bool, overwrite: bool) 
         path.rename(old)
         release(path)  # The lock was the moved directory's.
     created = not path.exists()
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # What `check` cannot see, e.g. /proc, or root's writes to a read-only mount.
+        raise UsageError(f"run directory {path} cannot be created: {error.strerror}") from None
     hold(path)
     (path / "config.json").write_text(config_lib.to_json(config) + "\n")
     try:

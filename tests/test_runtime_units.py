@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import os
+import pathlib
 import signal
 import socket
 import subprocess
@@ -230,6 +231,29 @@ def test_a_run_directory_that_is_a_file_is_refused_and_kept(tmp_path):
             with run_dir.starting(path, PRESETS["toy"], resume=resume, overwrite=overwrite):
                 pass
     assert path.read_text() == "mine"
+
+
+def test_a_run_directory_that_cannot_be_created_is_refused_before_the_start(tmp_path, monkeypatch):
+    afile = tmp_path / "notes.txt"
+    afile.write_text("mine")
+    for path in (afile / "run", afile / "deeper" / "run"):
+        with pytest.raises(UsageError, match=f"run directory {path} cannot be created: {afile} is a file"):
+            run_dir.check(path, resume=False, overwrite=False)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    monkeypatch.setattr(run_dir.os, "access", lambda p, mode: pathlib.Path(p) != locked)  # Root may write anywhere.
+    with pytest.raises(UsageError, match=f"cannot be created: {locked} is not writable"):
+        run_dir.check(locked / "a" / "run", resume=False, overwrite=False)
+    monkeypatch.undo()
+
+    def mkdir_in_proc(*args, **kwargs):  # As /proc refuses a new entry: its check passes, mkdir fails.
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(pathlib.Path, "mkdir", mkdir_in_proc)
+    with pytest.raises(UsageError, match="run directory .* cannot be created: No such file or directory"):
+        with run_dir.starting(tmp_path / "run", PRESETS["toy"], resume=False, overwrite=False):
+            pass
+    assert afile.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["locked", "notes.txt"]
 
 
 def test_overwrite_refuses_a_directory_that_holds_no_run_and_keeps_it(tmp_path):
