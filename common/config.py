@@ -132,25 +132,32 @@ def _typed(name: str, value: Any, default: Any, source: str) -> Any:
     return value
 
 
+# The flags that set a config field of another name.
+_FLAG_FIELDS = {"frames": "total_frames", "actors": "num_actors"}
+
+
 def requested_fields(request: Request, base: Any) -> dict[str, Any]:
     """The fields `request` sets on top of `base`, typed, without env options."""
     defaults = {f.name: getattr(base, f.name) for f in dataclasses.fields(base) if f.name != "env_options"}
     # Env options are pairs, set one by one with --env_option, not by --config_override.
     fields = cli.parse_assignments(request.overrides, defaults, what="config field")
-    if request.env is not None:
-        fields["env"] = request.env
-    if request.frames is not None:
-        if not 1 <= request.frames <= MAX_FRAMES or not float(request.frames).is_integer():
-            raise UsageError(
-                f"--frames={request.frames:g}: must be a whole number of frames in [1, {MAX_FRAMES:g}], e.g. 5e6"
-            )
-        if "total_frames" in fields and fields["total_frames"] != int(request.frames):
-            raise UsageError("--frames and --config_override total_frames=... disagree; pass one of them")
-        fields["total_frames"] = int(request.frames)
-    if request.actors is not None:
-        fields["num_actors"] = request.actors
-    if request.seed is not None:
-        fields["seed"] = request.seed
+    if request.frames is not None and (not 1 <= request.frames <= MAX_FRAMES or not float(request.frames).is_integer()):
+        raise UsageError(
+            f"--frames={request.frames:g}: must be a whole number of frames in [1, {MAX_FRAMES:g}], e.g. 5e6"
+        )
+    flagged = {
+        "env": request.env,
+        "frames": None if request.frames is None else int(request.frames),
+        "actors": request.actors,
+        "seed": request.seed,
+    }
+    for flag, value in flagged.items():
+        if value is None:
+            continue
+        name = _FLAG_FIELDS.get(flag, flag)
+        if name in fields and fields[name] != value:  # Neither may win silently.
+            raise UsageError(f"--{flag} and --config_override {name}=... disagree; pass one of them")
+        fields[name] = value
     return fields
 
 
@@ -178,6 +185,10 @@ def resolve(presets: Mapping[str, C], default_preset: str, request: Request, wha
     return override(base, fields, what)
 
 
+# A preset's fields that the flags set run by run, not its maths.
+_PER_RUN = ("env", "env_options", "seed")
+
+
 def resume(saved: C, request: Request, presets: Mapping[str, C], what: str) -> C:
     """The run's saved config with the requested operational changes.
 
@@ -190,7 +201,9 @@ def resume(saved: C, request: Request, presets: Mapping[str, C], what: str) -> C
     if request.preset is not None:
         if request.preset not in presets:
             raise choice_error("preset", request.preset, presets)
-        base = presets[request.preset]
+        # The preset's maths must be the run's; its env and seed are a start's
+        # choice (the flags), so a run's own command without --env resumes it.
+        base = dataclasses.replace(presets[request.preset], **{name: getattr(saved, name) for name in _PER_RUN})
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base) if f.name not in OPERATIONAL_FIELDS}
     requested = requested_fields(request, saved)
     fields.update(requested)

@@ -141,7 +141,10 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     what = f"{agent.name} config"
     if options.role in ("actor", "learner") and not options.replay_address:
         raise UsageError(f"--role {options.role} needs --replay_address HOST:PORT")
-    config = config_lib.resolve(agent.presets, agent.default_preset, request, what)
+    # A resume's overrides apply to the run's saved config (`config_lib.resume`), not to a preset: here
+    # they would be checked against the wrong base. Its preset, env and seed still name its default directory.
+    resolved = dataclasses.replace(request, overrides=(), env_options=()) if options.resume else request
+    config = config_lib.resolve(agent.presets, agent.default_preset, resolved, what)
     if options.port is not None and options.role in ("all", "server"):
         ports.check_port_free(options.port)  # Now, not after TensorFlow's import (about 30 s on a busy machine).
     if options.role == "actor":

@@ -71,6 +71,9 @@ def test_resolve_applies_only_what_was_given():
             {"frames": 2e6, "overrides": ("total_frames=3e6",)},
             "--frames and --config_override total_frames=.* disagree",
         ),
+        ({"env": "minatar:breakout", "overrides": ("env=atari:pong",)}, "--env and --config_override env=.* disagree"),
+        ({"seed": 3, "overrides": ("seed=5",)}, "--seed and --config_override seed=.* disagree"),
+        ({"actors": 1, "overrides": ("num_actors=2",)}, "--actors and --config_override num_actors=.* disagree"),
     ],
 )
 def test_resolve_rejects_what_it_cannot_run(request_fields, message):
@@ -130,6 +133,31 @@ def test_resume_changes_only_operational_fields():
     assert config_lib.resume(saved, Request(preset="minatar"), PRESETS, "c") == saved
 
 
+def test_a_resume_naming_the_runs_preset_needs_no_env_flag_and_any_other_preset_is_refused():
+    saved = dataclasses.replace(PRESETS["minatar"], env="minatar:asterix", seed=4)  # The preset's env is breakout.
+    assert config_lib.resume(saved, Request(preset="minatar"), PRESETS, "c") == saved
+    with pytest.raises(UsageError, match="--preset=atari_shallow's network would change from 'minatar'"):
+        config_lib.resume(saved, Request(preset="atari_shallow"), PRESETS, "c")
+
+
+def test_a_resumes_overrides_are_checked_against_the_run_not_the_default_preset(tmp_path):
+    from per.config import PRESETS as PER_PRESETS
+    from per.train import AGENT
+
+    path = tmp_path / "run"
+    with run_dir.starting(path, PER_PRESETS["minatar_ddqn_rank"], resume=False, overwrite=False):
+        pass
+    before = (path / "config.json").read_text()
+    options = launch.Options(run_dir=str(path), resume=True)
+    for override, message in [
+        ("replay=uniform", "replay would change from 'rank' to 'uniform'"),  # Was: toy's alpha, with replay=uniform.
+        ("replay_capacity=16", "replay_capacity would change from 100000 to 16"),  # Was: toy's min_replay_size.
+    ]:
+        with pytest.raises(UsageError, match=f"--resume keeps the run's saved config: {message}"):
+            launch.run(AGENT, Request(overrides=(override,)), options)
+    assert (path / "config.json").read_text() == before
+
+
 def test_learner_threads_are_operational_and_set_before_tf_starts():
     """A resumed run may change its threads; `launch.use_threads` sets TF's intra-op pool, 0 keeps TF's default."""
     from per.config import PRESETS as PER_PRESETS
@@ -158,7 +186,7 @@ def test_learner_threads_are_operational_and_set_before_tf_starts():
         ({"env": "minatar:asterix"}, "env"),
         ({"overrides": ("learning_rate=0.1",)}, "learning_rate"),
         ({"seed": 5}, "seed"),
-        ({"preset": "toy"}, "--preset=toy's env"),  # Another preset's settings, named as the preset's.
+        ({"preset": "toy"}, "--preset=toy's network"),  # Another preset's maths, named as the preset's.
         ({"preset": "toy", "env": "minatar:asterix"}, "env"),  # A field given itself is named as such.
         ({"env_options": ("sticky_action_prob=0.2",)}, "env_options"),
     ],
