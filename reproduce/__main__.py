@@ -25,6 +25,7 @@ FLAGS = flags.FLAGS
 
 
 def main(argv: list[str]) -> None:
+    cli.flags_only(argv)
     scripts = [s for s in discover() if FLAGS.only in s]
     if not scripts:
         raise UsageError(f"no reproduce script matches --only={FLAGS.only!r}; scripts: {', '.join(discover())}")

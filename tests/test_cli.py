@@ -213,6 +213,21 @@ def test_an_output_directory_that_is_a_file_is_refused_and_kept(tmp_path):
     assert mine.read_text() == "mine"
 
 
+@pytest.mark.parametrize(
+    "module",
+    [
+        "reproduce", "reproduce.per.minatar", "reproduce.per.atari", "reproduce.per.cliffwalk",
+        "reproduce.impala.minatar", "reproduce.impala.atari", "reproduce.impala.vtrace_operator",
+        "reproduce.laser.minatar", "reproduce.laser.propositions", "reproduce.scores.published_tables",
+        "reproduce.benchmarks.learning_check",
+    ],
+)  # fmt: skip
+def test_a_reproduce_script_refuses_words_that_are_not_flags(module):
+    # `reproduce.per.minatar breakout` trained the default games, breakout's name ignored.
+    result = run(sys.executable, "-m", module, "breakout", "--profile=quick")
+    assert_one_line_usage_error(result, "unexpected arguments ['breakout']; flags only")
+
+
 def test_a_negative_seed_is_refused():
     result = run(sys.executable, "-m", "reproduce.per.minatar", "--seed=-1")
     assert_one_line_usage_error(result, "seed")

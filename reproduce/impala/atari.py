@@ -48,6 +48,7 @@ def published_shallow() -> dict[str, float]:
 
 
 def main(argv: list[str]) -> None:
+    cli.flags_only(argv)
     start = time.time()
     check_choices("--games", "atari game", FLAGS.games, ATARI57)
     episodes = EVAL_EPISODES[FLAGS.profile] if FLAGS.eval_episodes is None else FLAGS.eval_episodes

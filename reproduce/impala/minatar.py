@@ -48,6 +48,7 @@ def published() -> dict[str, dict[str, float]]:
 
 
 def main(argv: list[str]) -> None:
+    cli.flags_only(argv)
     start = time.time()
     check_choices("--games", "minatar game", FLAGS.games, GAMES)
     frames = FRAMES[FLAGS.profile]

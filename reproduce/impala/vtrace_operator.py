@@ -167,6 +167,7 @@ def plot(rows: list[dict], study: Study, path) -> None:
 
 
 def main(argv: list[str]) -> None:
+    cli.flags_only(argv)
     start = time.time()
     study = PROFILES[FLAGS.profile]
     rng = np.random.default_rng(FLAGS.seed)

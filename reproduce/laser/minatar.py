@@ -280,6 +280,7 @@ def study_games(study: Study) -> list[str]:
 
 
 def main(argv: list[str]) -> None:
+    cli.flags_only(argv)
     check_flags()
     if FLAGS.summarise_only:
         _runs.check_summarise_only(FLAGS.fresh)

@@ -611,6 +611,7 @@ def plot_proposition_3(extras: dict, study: Study, path) -> None:
 
 
 def main(argv: list[str]) -> None:
+    cli.flags_only(argv)
     start = time.time()
     study = PROFILES[FLAGS.profile]
     prop1 = proposition_1(study, FLAGS.seed)

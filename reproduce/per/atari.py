@@ -57,6 +57,7 @@ FLAGS = flags.FLAGS
 
 
 def main(argv: list[str]) -> None:
+    cli.flags_only(argv)
     start = time.time()
     check_choices("--games", "atari game", FLAGS.games, ATARI57)
     check_choices("--variants", "variant", FLAGS.variants, _atari.VARIANTS)

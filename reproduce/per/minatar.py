@@ -595,6 +595,7 @@ def job_config(flags: list[str]) -> PerConfig:
 
 
 def main(argv: list[str]) -> None:
+    cli.flags_only(argv)
     start = time.time()
     games = DEFAULT_GAMES[FLAGS.profile] if FLAGS.games is None else FLAGS.games
     check_choices("--games", "minatar game", games, GAMES)

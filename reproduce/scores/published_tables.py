@@ -42,6 +42,7 @@ def paper_protocol(row: dict[str, str]) -> str:
 
 
 def main(argv: list[str]) -> None:
+    cli.flags_only(argv)
     start = time.time()
     with open(PUBLISHED / "aggregates.csv", newline="") as f:
         published = list(csv.DictReader(f))

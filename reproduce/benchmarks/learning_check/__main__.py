@@ -54,6 +54,7 @@ def check_flags() -> None:
 
 
 def main(argv: list[str]) -> None:
+    cli.flags_only(argv)
     start = time.time()
     check_flags()
     reference, reference_curve = compare.committed(reproduce.RESULTS, FLAGS.profile, FLAGS.game)
