@@ -139,8 +139,9 @@ def train_jobs(
         print(f"error: training {jobs[name][0]} failed with exit status {status}", file=sys.stderr, flush=True)
         sys.exit(status)
     if unfinished:
-        started = [str(jobs[name][0]) for name in unfinished if name in together.started]
-        waiting = [name for name in unfinished if name not in together.started]
+        # A run stopped while it started removes its directory: it keeps nothing, as one that never started.
+        started = [str(jobs[name][0]) for name in unfinished if name in together.started and jobs[name][0].exists()]
+        waiting = [name for name in unfinished if name not in together.started or not jobs[name][0].exists()]
         said = [f"{', '.join(started)} " + ("keeps its checkpoint" if len(started) == 1 else "keep their checkpoints")]
         said = (said if started else []) + ([f"{', '.join(waiting)} did not start"] if waiting else [])
         print(
@@ -802,11 +803,14 @@ def run_to_completion(command: list[str], run_dir: pathlib.Path, finished: Calla
         print(f"error: training {run_dir} failed with exit status {status}", file=sys.stderr, flush=True)
         sys.exit(status)
     if not finished():
-        print(
-            f"interrupted: {run_dir} keeps its checkpoint; run this same command again to resume "
-            "(it passes --resume to the run itself)",
-            flush=True,
-        )
+        if run_dir.exists():
+            print(
+                f"interrupted: {run_dir} keeps its checkpoint; run this same command again to resume "
+                "(it passes --resume to the run itself)",
+                flush=True,
+            )
+        else:  # Stopped while it started: a run removes the directory of a start that did not happen.
+            print(f"interrupted: {run_dir} did not start; run this same command again to start it", flush=True)
         sys.exit(status or 130)
 
 

@@ -34,7 +34,7 @@ from common.signals import (
     stops_deferred,
 )
 from impala.config import PRESETS
-from reproduce import REPO_ROOT
+from reproduce import REPO_ROOT, _runs
 
 Request = config_lib.Request
 
@@ -641,7 +641,8 @@ def test_a_study_script_hands_a_signal_to_its_run_and_exits_with_its_status(tmp_
     script = (
         "import pathlib, sys\n"
         "from reproduce import _runs\n"
-        "_runs.run_to_completion([sys.executable, '-c', sys.argv[1], sys.argv[2]], pathlib.Path('R'), lambda: False)\n"
+        "run_dir = pathlib.Path(sys.argv[2]).parent\n"
+        "_runs.run_to_completion([sys.executable, '-c', sys.argv[1], sys.argv[2]], run_dir, lambda: False)\n"
     )
     driver = subprocess.Popen(
         [sys.executable, "-c", script, STOPPABLE_RUN, str(ready)], cwd=REPO_ROOT, stdout=subprocess.PIPE,
@@ -657,7 +658,16 @@ def test_a_study_script_hands_a_signal_to_its_run_and_exits_with_its_status(tmp_
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
     assert driver.returncode == 128 + signum, output
-    assert f"saved on {signum}" in output and "interrupted: R keeps its checkpoint" in output, output
+    assert f"saved on {signum}" in output and f"interrupted: {tmp_path} keeps its checkpoint" in output, output
+
+
+def test_a_study_script_says_a_run_stopped_as_it_started_kept_nothing(tmp_path, capsys):
+    """A run stopped before it made its directory (or that removed it) keeps no checkpoint to resume from."""
+    stopped_while_importing = [sys.executable, "-c", "import sys; sys.exit(130)"]
+    with pytest.raises(SystemExit) as exited:
+        _runs.run_to_completion(stopped_while_importing, tmp_path / "run", lambda: False)
+    assert exited.value.code == 130
+    assert f"interrupted: {tmp_path / 'run'} did not start; run this same command again" in capsys.readouterr().out
 
 
 def test_each_start_of_a_run_draws_from_its_own_seed(tmp_path):
