@@ -148,7 +148,8 @@ def run(
                 _log(progress, learner, metrics, episodes, writer)  # Log and TensorBoard end where the run did.
             save()
             if received:
-                print(f"interrupted: saved checkpoint at step {learner.steps}; continue with --resume", flush=True)
+                resume = f"continue with --run_dir {directory} --resume"
+                print(f"interrupted: saved checkpoint at step {learner.steps}; {resume}", flush=True)
                 status = 128 + received[0]
             else:
                 _finish(directory, learner, episodes, record, actors)

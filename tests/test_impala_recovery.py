@@ -51,8 +51,9 @@ def test_ctrl_c_saves_a_final_checkpoint_and_exits_130(tmp_path):
     process.send_signal(signal.SIGINT)
     output, _ = process.communicate(timeout=120)
     assert process.returncode == 130, output  # 128 + SIGINT: interrupted, not finished.
-    assert "interrupted: saved checkpoint at step" in output
-    assert max(checkpoint_steps(run_dir)) > 0
+    saved = max(checkpoint_steps(run_dir))
+    assert f"interrupted: saved checkpoint at step {saved}; continue with --run_dir {run_dir} --resume" in output
+    assert saved > 0
     for pid in map(int, (run_dir / "actor_pids").read_text().split()):
         with pytest.raises(ProcessLookupError):  # The actors were stopped too.
             os.kill(pid, 0)
