@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from absl import flags
 
-from common import cli, evaluation
+from common import cli, envs, evaluation
 from per.config import PerConfig
 
 if TYPE_CHECKING:
@@ -37,6 +37,13 @@ def make_network(config: PerConfig, env) -> networks.QNetwork:
     return networks.make(config, env.observation_space, int(env.action_space.n), name="q_network")
 
 
+def start_protocol(env: str) -> str:
+    """How evaluation episodes start. PER reports Atari from human starts; they are not public, so ours are no-op."""
+    if envs.parse(env, suites=True)[0] == "atari":
+        return "no-op starts (PER used human starts)"
+    return "the env's own starts"
+
+
 def main(argv: list[str]) -> None:
     directory = evaluation.run_directory(argv, "per.evaluate", FLAGS.episodes, FLAGS.envs)
     config = evaluation.load_config(directory, PerConfig)
@@ -46,8 +53,7 @@ def main(argv: list[str]) -> None:
     start = time.time()
     policy = actor.EpsilonGreedy(network, config.eval_epsilon, FLAGS.seed)
     returns = evaluation.play(config, policy, FLAGS.episodes, FLAGS.seed, FLAGS.log_every_s, num_envs=FLAGS.envs)
-    # PER reports human-starts scores; its starts are not public, so ours are no-op starts.
-    extra = {"epsilon": config.eval_epsilon, "start_protocol": "no-op starts (PER used human starts)"}
+    extra = {"epsilon": config.eval_epsilon, "start_protocol": start_protocol(config.env)}
     evaluation.report(directory, config, step, returns, FLAGS.seed, time.time() - start, "atari_human_starts", extra)
 
 

@@ -59,6 +59,7 @@ def test_learns_catch_and_evaluates_at_eval_epsilon(tmp_path):
     assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
     result = json.loads((run_dir / f"eval_step{final['learner_steps']}.json").read_text())
     assert result["epsilon"] == 0.001 and result["episodes"] == 30 and result["mean_return"] >= 0.8
+    assert result["start_protocol"] == "the env's own starts"  # Not Atari's no-op starts: catch has none.
 
 
 @pytest.mark.slow

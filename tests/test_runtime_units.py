@@ -108,6 +108,19 @@ def test_an_evaluation_refuses_bad_arguments(argv, episodes, envs, message):
         evaluation.run_directory(argv, "per.evaluate", episodes, envs)
 
 
+def test_evaluating_what_is_not_a_run_directory_says_so(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(config_lib.to_json(PRESETS["toy"]))
+    for path, message in [
+        (tmp_path / "none", f"^{tmp_path / 'none'}: no such run directory$"),
+        (config, f"^{config} is a file, not a run directory"),  # Was: .../config.json/config.json: no such file.
+        (tmp_path.parent, f"^{tmp_path.parent} is a directory without a config.json, not a run directory"),
+    ]:
+        with pytest.raises(UsageError, match=message):
+            evaluation.load_config(path, type(PRESETS["toy"]))
+    assert evaluation.load_config(tmp_path, type(PRESETS["toy"])) == PRESETS["toy"]
+
+
 def test_evaluating_a_run_without_a_checkpoint_is_a_usage_error(tmp_path):
     """A run stopped before its first checkpoint: `impala.evaluate RUN_DIR` names what is missing."""
     (tmp_path / "config.json").write_text(config_lib.to_json(PRESETS["toy"]))
