@@ -714,13 +714,18 @@ def write_summary(directory: pathlib.Path, name: str, summary: dict, run_dir: pa
     (directory / f"{name}.provenance.json").write_text((run_dir / "provenance.json").read_text())
 
 
-def check_summarise_only(fresh: bool, extend: bool = False) -> None:
-    """`--summarise_only` trains nothing: refused beside a flag that says how to train."""
+def check_summarise_only(fresh: bool, extend: bool = False, frames: float | None = None) -> None:
+    """`--summarise_only` trains nothing: refused beside a flag that says how to train, or how far."""
     given = [flag for flag, on in (("--fresh", fresh), ("--extend", extend)) if on]
     if len(given) == 1:
         raise UsageError(f"--summarise_only trains nothing, {given[0]} trains: pass one of them")
     if given:
         raise UsageError("--summarise_only trains nothing, --fresh and --extend train: pass --summarise_only alone")
+    if frames is not None:  # Each summary is tabled at its own budget; a --frames here would be ignored.
+        raise UsageError(
+            f"--summarise_only tables every summary present at its own budget: --frames={frames:g} would change "
+            "nothing; drop it"
+        )
 
 
 def summaries_to_build(directory: pathlib.Path) -> list[dict]:

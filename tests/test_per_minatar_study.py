@@ -320,6 +320,7 @@ def test_fig10_draws_both_replays(tmp_path, monkeypatch):
         ("--extend --fresh", ["--fresh retrains from the start and --extend trains on: pass one of them"]),
         ("--summarise_only --fresh", ["--summarise_only trains nothing, --fresh trains: pass one of them"]),
         ("--summarise_only --extend", ["--summarise_only trains nothing, --extend trains: pass one of them"]),
+        ("--summarise_only --frames=1e4", ["--summarise_only tables every summary", "--frames=10000 would change"]),
     ],
 )
 def test_bad_input_is_one_line_exit_2(flag, fragments):

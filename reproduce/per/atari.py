@@ -65,7 +65,7 @@ def main(argv: list[str]) -> None:
     frames = _runs.whole_budget(_atari.FRAMES[FLAGS.profile] if FLAGS.frames is None else FLAGS.frames, episodes)
     overrides = _atari.OVERRIDES[FLAGS.profile]
     if FLAGS.summarise_only:  # Before any directory is made: a refusal leaves nothing behind.
-        _runs.check_summarise_only(FLAGS.fresh, FLAGS.extend)
+        _runs.check_summarise_only(FLAGS.fresh, FLAGS.extend, FLAGS.frames)
         summaries = _runs.summaries_to_build(reproduce.RESULTS / "per" / FLAGS.profile / "atari_runs")
         print(_atari.write_study(reproduce.output_dir("per", FLAGS.profile), summaries, FLAGS.profile, start))
         return

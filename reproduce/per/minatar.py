@@ -603,7 +603,7 @@ def main(argv: list[str]) -> None:
     frames = FRAMES[FLAGS.profile] if FLAGS.frames is None else _runs.whole_budget(FLAGS.frames)
     summaries_dir = reproduce.RESULTS / "per" / FLAGS.profile / "minatar_runs"
     if FLAGS.summarise_only:  # Before any directory is made: a refusal leaves nothing behind.
-        _runs.check_summarise_only(FLAGS.fresh, FLAGS.extend)
+        _runs.check_summarise_only(FLAGS.fresh, FLAGS.extend, FLAGS.frames)
         summaries = _runs.summaries_to_build(summaries_dir)
     else:
         summaries = train(games, frames, summaries_dir)
