@@ -473,6 +473,13 @@ def make_actor(config: PerConfig, client: reverb.Client, seed: int) -> ApexActor
 def validate(config: PerConfig) -> None:
     """What the config cannot show alone: the env's observations, and the loop against the rate limiter."""
     check_fits_env(config)
+    steps = config.total_frames // config.frames_per_step
+    if steps <= config.min_replay_size:  # A legal run (e.g. to test a set-up), but not one that learns.
+        print(
+            f"warning: --frames={config.total_frames:,} is {steps:,} agent steps, not more than "
+            f"min_replay_size={config.min_replay_size:,}: the learner will not update",
+            file=sys.stderr, flush=True,
+        )  # fmt: skip
     tolerance = rate_limiter_tolerance(config)
     if not config.num_actors and tolerance < config.batch_size:
         raise UsageError(

@@ -733,3 +733,17 @@ def test_a_loop_the_rate_limiter_would_block_is_refused():
     with pytest.raises(UsageError, match="tolerates 16 samples of drift"):
         agent_lib.validate(config)
     agent_lib.validate(dataclasses.replace(config, min_replay_size=160))  # 0.1 * 160 * 2 = 32: enough.
+
+
+def test_a_budget_that_never_fills_the_replay_is_warned_of(capsys):
+    minatar = config_lib.PRESETS["minatar_ddqn_prop"]  # min_replay_size 5,000 transitions, a frame each.
+    agent_lib.validate(dataclasses.replace(minatar, env="minatar:breakout", total_frames=3_000))
+    assert capsys.readouterr().err == (
+        "warning: --frames=3,000 is 3,000 agent steps, not more than min_replay_size=5,000: the learner will not "
+        "update\n"
+    )
+    agent_lib.validate(dataclasses.replace(minatar, env="minatar:breakout", total_frames=5_400))
+    assert capsys.readouterr().err == ""
+    atari = config_lib.PRESETS["atari_ddqn"]  # 50,000 transitions of 4 frames each.
+    agent_lib.validate(dataclasses.replace(atari, env="atari:pong", total_frames=200_000))
+    assert "--frames=200,000 is 50,000 agent steps" in capsys.readouterr().err
