@@ -7,7 +7,7 @@ DQN: act, insert, maybe learn). The loop owns everything around it:
   128 + the signal's number (`signals.INTERRUPTED_EXIT_CODES`);
 * a non-finite loss: stop without saving, keep the last good checkpoint;
 * checkpoints every `checkpoint_every_s`, with the agent's extra state;
-* progress lines (frames/s, steps/s, return, ETA), TensorBoard,
+* progress lines (frames/s, learner steps/s, return, ETA), TensorBoard,
   `episodes.csv`, and `final.json` when the frame budget is reached.
 """
 

@@ -381,7 +381,7 @@ class _TaskReturns:
 
 
 class Progress:
-    """A line every `every_s` seconds: frames, frames/s, steps/s, extras, ETA.
+    """A line every `every_s` seconds: frames, frames/s, learner steps/s, extras, ETA.
 
     Rates are measured from the first line on, so neither the start-up
     (building, compiling, the first batch) nor a resumed run's earlier frames
@@ -428,7 +428,7 @@ class Progress:
         if self._lines:
             elapsed = max(now - self._last_time, 1e-9)
             parts.append(f"{(frames - self._last_frames) / elapsed:,.0f} frames/s")
-            parts.append(f"{(steps - self._last_steps) / elapsed:.1f} steps/s")
+            parts.append(f"{(steps - self._last_steps) / elapsed:.1f} learner steps/s")
             if elapsed > self._pause:  # The window's lines move forward by the pause, as if it had not been.
                 paused = elapsed - self._every
                 self._lines = collections.deque((time + paused, frames) for time, frames in self._lines)

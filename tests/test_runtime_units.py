@@ -371,7 +371,7 @@ def test_first_progress_line_has_no_eta_and_later_ones_do():
     first = progress.line(100, 1, extra="1")
     assert "ETA ?" in first and "nan" not in first and "steps/s" not in first
     later = progress.line(200, 2)
-    assert "steps/s" in later and "ETA ?" not in later
+    assert "learner steps/s" in later and "ETA ?" not in later
 
 
 def test_eta_follows_the_recent_rate_after_a_change_of_speed():
