@@ -155,8 +155,9 @@ def test_a_resume_naming_the_runs_preset_needs_no_env_flag_and_any_other_preset_
 
 def test_a_resumes_overrides_are_checked_against_the_run_not_the_default_preset(tmp_path):
     from per.config import PRESETS as PER_PRESETS
-    from per.train import AGENT
 
+    # `per.train`'s agent, without importing per.train (its flags would clash with other modules' in this process).
+    agent = launch.Agent("per", "per.train", PER_PRESETS, "toy", parts=lambda: pytest.fail("TensorFlow's side loaded"))
     path = tmp_path / "run"
     with run_dir.starting(path, PER_PRESETS["minatar_ddqn_rank"], resume=False, overwrite=False):
         pass
@@ -167,7 +168,7 @@ def test_a_resumes_overrides_are_checked_against_the_run_not_the_default_preset(
         ("replay_capacity=16", "replay_capacity would change from 100000 to 16"),  # Was: toy's min_replay_size.
     ]:
         with pytest.raises(UsageError, match=f"--resume keeps the run's saved config: {message}"):
-            launch.run(AGENT, Request(overrides=(override,)), options)
+            launch.run(agent, Request(overrides=(override,)), options)
     assert (path / "config.json").read_text() == before
 
 
