@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 import numpy as np
 from absl import flags
 
-from common import cli, envs, run_dir, scores
+from common import cli, envs, provenance, run_dir, scores
 from common import config as config_lib
 from common.errors import UsageError
 
@@ -163,13 +163,16 @@ def _progress(returns: list[list[float]], episodes: int, start: float) -> float:
 
 
 def write_result(directory: pathlib.Path, step: int, result: dict[str, Any]) -> pathlib.Path:
-    """Writes RUN_DIR/eval_step<step>.json; an earlier evaluation of the step is kept as eval_step<step>.json.<k>."""
+    """Writes RUN_DIR/eval_step<step>.json, with what made it (the commit may differ from training's).
+
+    An earlier evaluation of the step is kept as eval_step<step>.json.<k>.
+    """
     path = directory / f"eval_step{step}.json"
     if path.exists():
         kept = next(p for k in itertools.count(1) if not (p := path.with_name(f"{path.name}.{k}")).exists())
         path.rename(kept)
         print(f"an earlier evaluation of learner step {step} is kept as {kept}")
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    path.write_text(json.dumps({**result, "provenance": provenance.stamp()}, indent=2) + "\n")
     return path
 
 

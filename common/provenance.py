@@ -86,6 +86,15 @@ def describe_load(start: float, end: float) -> str:
     )
 
 
+def stamp() -> dict[str, Any]:
+    """What made a file and when, for one that is not a run's record (an evaluation's result, say)."""
+    return {**_AT_START, "command": _command(), "machine": machine(), "date_utc": _now()}
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 def record(
     *,
     config: Any,
@@ -108,7 +117,7 @@ def record(
         "wall_time_s": round(wall_time_s, 2),
         "scale": scale,
         "machine": machine(),
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date_utc": _now(),
         **(extra or {}),
     }
 

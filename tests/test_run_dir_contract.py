@@ -263,6 +263,8 @@ def test_evaluate_prints_progress_and_writes_its_result(copied_run):
     assert f"written to {copied_run}/eval_step" in result.stdout
     saved = json.loads(next(copied_run.glob("eval_step*.json")).read_text())
     assert saved["episodes"] == 20 and np.isfinite(saved["mean_return"])
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    assert saved["provenance"]["commit"] == head and "impala.evaluate" in saved["provenance"]["command"]
     # Evaluated again: the earlier result is kept beside the new one, not overwritten.
     again = run(str(copied_run), "--episodes=2", module=[sys.executable, "-m", "impala.evaluate"])
     assert again.returncode == 0, again.stderr
