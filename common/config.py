@@ -197,14 +197,18 @@ def resume(saved: C, request: Request, presets: Mapping[str, C], what: str) -> C
     """
     if request.config_file is not None:
         raise UsageError("--resume runs the run's own config.json; drop --config")
-    base = saved
+    preset = saved
     if request.preset is not None:
         if request.preset not in presets:
             raise choice_error("preset", request.preset, presets)
+        preset = presets[request.preset]
+
+    def base(name: str) -> Any:
         # The preset's maths must be the run's; its env and seed are a start's
         # choice (the flags), so a run's own command without --env resumes it.
-        base = dataclasses.replace(presets[request.preset], **{name: getattr(saved, name) for name in _PER_RUN})
-    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base) if f.name not in OPERATIONAL_FIELDS}
+        return getattr(saved if name in _PER_RUN else preset, name)
+
+    fields = {f.name: base(f.name) for f in dataclasses.fields(saved) if f.name not in OPERATIONAL_FIELDS}
     requested = requested_fields(request, saved)
     fields.update(requested)
     if request.env_options:

@@ -141,10 +141,13 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     what = f"{agent.name} config"
     if options.role in ("actor", "learner") and not options.replay_address:
         raise UsageError(f"--role {options.role} needs --replay_address HOST:PORT")
-    # A resume's overrides apply to the run's saved config (`config_lib.resume`), not to a preset: here
-    # they would be checked against the wrong base. Its preset, env and seed still name its default directory.
-    resolved = dataclasses.replace(request, overrides=(), env_options=()) if options.resume else request
-    config = config_lib.resolve(agent.presets, agent.default_preset, resolved, what)
+    config_class = type(agent.presets[agent.default_preset])
+    if options.resume and options.run_dir and options.role in ("all", "learner"):
+        # The run's own config.json is the base (`config_lib.resume`, below): resolved on a preset
+        # here, the request's overrides would be checked against the wrong one.
+        config = None
+    else:  # A resume without --run_dir finds its run where the same command without --resume trained it.
+        config = config_lib.resolve(agent.presets, agent.default_preset, request, what)
     if options.port is not None and options.role in ("all", "server"):
         ports.check_port_free(options.port)  # Now, not after TensorFlow's import (about 30 s on a busy machine).
     if options.role == "actor":
@@ -162,7 +165,7 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     if directory.is_dir():
         run_dir.hold(directory)  # Refused, before anything starts, if another process trains into it.
     if options.resume:
-        saved = config_lib.load(type(config), directory / "config.json", "the run's")
+        saved = config_lib.load(config_class, directory / "config.json", "the run's")
         trained = run_dir.trained_frames(directory)
         if trained and not run_dir.has_checkpoint(directory):
             raise UsageError(

@@ -169,7 +169,26 @@ def test_a_resumes_overrides_are_checked_against_the_run_not_the_default_preset(
     ]:
         with pytest.raises(UsageError, match=f"--resume keeps the run's saved config: {message}"):
             launch.run(agent, Request(overrides=(override,)), options)
+    with pytest.raises(UsageError, match="--preset=atari_ddqn_rank's network would change from 'minatar'"):
+        launch.run(agent, Request(preset="atari_ddqn_rank"), options)  # Not a check of that preset on MinAtar.
     assert (path / "config.json").read_text() == before
+
+
+class _ChecksPassedError(Exception):
+    """Raised where a start would load TensorFlow: every check before it passed."""
+
+
+def test_a_run_resumes_with_the_command_that_started_it_whatever_its_overrides_made_valid(tmp_path):
+    def reached():
+        raise _ChecksPassedError
+
+    agent = launch.Agent("impala", "impala.train", PRESETS, "toy", parts=reached)
+    start = Request(preset="dmlab30", actors=1, overrides=("envs_per_actor=30",))  # 15 envs would miss levels.
+    path = tmp_path / "run"
+    with run_dir.starting(path, resolve(**vars(start)), resume=False, overwrite=False):
+        pass
+    with pytest.raises(_ChecksPassedError):
+        launch.run(agent, start, launch.Options(run_dir=str(path), resume=True))
 
 
 def test_learner_threads_are_operational_and_set_before_tf_starts():
