@@ -92,7 +92,7 @@ def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
     """A `UsageError` unless `path` can be started as asked; touches nothing."""
     if path.exists() and not path.is_dir():
         raise UsageError(f"run directory {path} is a file, not a directory")
-    if not path.exists():
+    if not path.exists() and not resume:  # A resume creates nothing; its missing run is refused below.
         _check_creatable(path)
     exists = path.exists() and any(path.iterdir())
     if resume and overwrite:

@@ -45,7 +45,7 @@ def _import_minatar_display() -> None:
     for name in ("matplotlib.pyplot", "matplotlib.colors", "seaborn"):
         try:
             importlib.import_module(name)
-        except ImportError:  # minatar runs without its display, as it does itself.
+        except Exception:  # minatar runs without its display, as it does itself (a Ctrl-C is no Exception).
             pass
 
 
