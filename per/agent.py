@@ -453,7 +453,21 @@ class ApexAgent(PrioritizedDqn):
 
 
 def make_agent(config: PerConfig, client: reverb.Client, address: str, directory: pathlib.Path) -> PrioritizedDqn:
+    warn_if_never_learns(config)
     return ApexAgent(config, client, directory) if config.num_actors else DqnAgent(config, client, run_dir=directory)
+
+
+def warn_if_never_learns(config: PerConfig) -> None:
+    """A budget that ends before the first update (`DqnAgent.learning_started`) is legal, a set-up check say,
+    but says so: said once the start can no longer be refused, so that a refusal stays one line."""
+    steps = config.total_frames // config.frames_per_step
+    first_update = config.min_replay_size + config.update_period
+    if steps < first_update:
+        print(
+            f"warning: total_frames={config.total_frames:,} is {steps:,} agent steps; the first update comes "
+            f"after {first_update:,} (min_replay_size + update_period): the learner will not update",
+            file=sys.stderr, flush=True,
+        )  # fmt: skip
 
 
 def run_actor(config: PerConfig, client: reverb.Client, seed: int) -> None:
@@ -473,13 +487,6 @@ def make_actor(config: PerConfig, client: reverb.Client, seed: int) -> ApexActor
 def validate(config: PerConfig) -> None:
     """What the config cannot show alone: the env's observations, and the loop against the rate limiter."""
     check_fits_env(config)
-    steps = config.total_frames // config.frames_per_step
-    if steps <= config.min_replay_size:  # A legal run (e.g. to test a set-up), but not one that learns.
-        print(
-            f"warning: --frames={config.total_frames:,} is {steps:,} agent steps, not more than "
-            f"min_replay_size={config.min_replay_size:,}: the learner will not update",
-            file=sys.stderr, flush=True,
-        )  # fmt: skip
     tolerance = rate_limiter_tolerance(config)
     if not config.num_actors and tolerance < config.batch_size:
         raise UsageError(

@@ -735,15 +735,17 @@ def test_a_loop_the_rate_limiter_would_block_is_refused():
     agent_lib.validate(dataclasses.replace(config, min_replay_size=160))  # 0.1 * 160 * 2 = 32: enough.
 
 
-def test_a_budget_that_never_fills_the_replay_is_warned_of(capsys):
-    minatar = config_lib.PRESETS["minatar_ddqn_prop"]  # min_replay_size 5,000 transitions, a frame each.
-    agent_lib.validate(dataclasses.replace(minatar, env="minatar:breakout", total_frames=3_000))
+def test_a_budget_that_ends_before_the_first_update_is_warned_of(capsys):
+    minatar = config_lib.PRESETS["minatar_ddqn_prop"]  # Its first update: after 5,000 + 1 agent steps of a frame.
+    agent_lib.warn_if_never_learns(dataclasses.replace(minatar, total_frames=5_000))
     assert capsys.readouterr().err == (
-        "warning: --frames=3,000 is 3,000 agent steps, not more than min_replay_size=5,000: the learner will not "
-        "update\n"
+        "warning: total_frames=5,000 is 5,000 agent steps; the first update comes after 5,001 (min_replay_size + "
+        "update_period): the learner will not update\n"
     )
-    agent_lib.validate(dataclasses.replace(minatar, env="minatar:breakout", total_frames=5_400))
+    agent_lib.warn_if_never_learns(dataclasses.replace(minatar, total_frames=5_001))
     assert capsys.readouterr().err == ""
-    atari = config_lib.PRESETS["atari_ddqn"]  # 50,000 transitions of 4 frames each.
-    agent_lib.validate(dataclasses.replace(atari, env="atari:pong", total_frames=200_000))
-    assert "--frames=200,000 is 50,000 agent steps" in capsys.readouterr().err
+    atari = config_lib.PRESETS["atari_ddqn"]  # After 50,000 + 4 agent steps of 4 frames.
+    agent_lib.warn_if_never_learns(dataclasses.replace(atari, total_frames=200_012))
+    assert "total_frames=200,012 is 50,003 agent steps; the first update comes after 50,004" in capsys.readouterr().err
+    agent_lib.warn_if_never_learns(dataclasses.replace(atari, total_frames=200_016))
+    assert capsys.readouterr().err == ""
