@@ -214,17 +214,21 @@ def test_an_output_directory_that_is_a_file_is_refused_and_kept(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "module",
+    "module, refused_after",
     [
-        "reproduce", "reproduce.per.minatar", "reproduce.per.atari", "reproduce.per.cliffwalk",
-        "reproduce.impala.minatar", "reproduce.impala.atari", "reproduce.impala.vtrace_operator",
-        "reproduce.laser.minatar", "reproduce.laser.propositions", "reproduce.scores.published_tables",
-        "reproduce.benchmarks.learning_check",
+        # Each with a flag its main refuses right after the words' check, where it has one: were the words
+        # let through again, the script fails at once on that flag rather than running its studies.
+        ("reproduce", "--only=nothing_matches"), ("reproduce.per.minatar", "--games=pong"),
+        ("reproduce.per.atari", "--games=nope"), ("reproduce.impala.minatar", "--games=pong"),
+        ("reproduce.impala.atari", "--games=nope"), ("reproduce.laser.minatar", "--games=pong"),
+        ("reproduce.benchmarks.learning_check", "--game=pong"), ("reproduce.per.cliffwalk", ""),
+        ("reproduce.impala.vtrace_operator", ""), ("reproduce.laser.propositions", ""),
+        ("reproduce.scores.published_tables", ""),
     ],
 )  # fmt: skip
-def test_a_reproduce_script_refuses_words_that_are_not_flags(module):
+def test_a_reproduce_script_refuses_words_that_are_not_flags(module, refused_after):
     # `reproduce.per.minatar breakout` trained the default games, breakout's name ignored.
-    result = run(sys.executable, "-m", module, "breakout", "--profile=quick")
+    result = run(sys.executable, "-m", module, "breakout", "--profile=quick", *refused_after.split())
     assert_one_line_usage_error(result, "unexpected arguments ['breakout']; flags only")
 
 

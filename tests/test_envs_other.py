@@ -1,6 +1,7 @@
 """MinAtar, the toy env, the DMLab adapter (against a fake module) and the factory."""
 
 import inspect
+import pathlib
 import subprocess
 import sys
 
@@ -85,7 +86,8 @@ try:
 except KeyboardInterrupt:
     sys.exit(130)
 """
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    result = subprocess.run([sys.executable, "-c", script], cwd=repo, capture_output=True, text=True, timeout=120)
     assert result.returncode == 130, result.stderr[-2000:]
 
 
