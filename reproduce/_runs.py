@@ -140,8 +140,9 @@ def train_jobs(
         sys.exit(status)
     if unfinished:
         # A run stopped while it started removes its directory: it keeps nothing, as one that never started.
-        started = [str(jobs[name][0]) for name in unfinished if name in together.started and jobs[name][0].exists()]
-        waiting = [name for name in unfinished if name not in together.started or not jobs[name][0].exists()]
+        kept = [name for name in unfinished if name in together.started and jobs[name][0].exists()]
+        started = [str(jobs[name][0]) for name in kept]
+        waiting = [name for name in unfinished if name not in kept]
         said = [f"{', '.join(started)} " + ("keeps its checkpoint" if len(started) == 1 else "keep their checkpoints")]
         said = (said if started else []) + ([f"{', '.join(waiting)} did not start"] if waiting else [])
         print(
