@@ -35,6 +35,7 @@ import time
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
+from absl import flags as absl_flags
 
 from common import config as config_lib
 from common import run_dir as run_dir_lib
@@ -715,8 +716,14 @@ def write_summary(directory: pathlib.Path, name: str, summary: dict, run_dir: pa
     (directory / f"{name}.provenance.json").write_text((run_dir / "provenance.json").read_text())
 
 
-def check_summarise_only(fresh: bool, extend: bool = False, frames: float | None = None) -> None:
-    """`--summarise_only` trains nothing: refused beside a flag that says how to train, or how far."""
+def check_summarise_only(
+    fresh: bool, extend: bool = False, frames: float | None = None, choosing: Iterable[str] = ()
+) -> None:
+    """`--summarise_only` trains nothing: refused beside a flag that says how to train, how far, or which runs.
+
+    `choosing`: the flags that choose or shape the runs to train (e.g. --games),
+    refused if given, because the tables are built from every summary present.
+    """
     given = [flag for flag, on in (("--fresh", fresh), ("--extend", extend)) if on]
     if len(given) == 1:
         raise UsageError(f"--summarise_only trains nothing, {given[0]} trains: pass one of them")
@@ -726,6 +733,12 @@ def check_summarise_only(fresh: bool, extend: bool = False, frames: float | None
         raise UsageError(
             f"--summarise_only tables every summary present at its own budget: --frames={frames:g} would change "
             "nothing; drop it"
+        )
+    given = [f"--{name}" for name in choosing if absl_flags.FLAGS[name].present]
+    if given:
+        raise UsageError(
+            f"--summarise_only tables every summary present as it is: {', '.join(given)} "
+            f"would change nothing; drop {'it' if len(given) == 1 else 'them'}"
         )
 
 

@@ -321,6 +321,10 @@ def test_fig10_draws_both_replays(tmp_path, monkeypatch):
         ("--summarise_only --fresh", ["--summarise_only trains nothing, --fresh trains: pass one of them"]),
         ("--summarise_only --extend", ["--summarise_only trains nothing, --extend trains: pass one of them"]),
         ("--summarise_only --frames=1e4", ["--summarise_only tables every summary", "--frames=10000 would change"]),
+        (
+            "--summarise_only --games=breakout --seeds=2",
+            ["--summarise_only tables every summary present as it is: --games, --seeds would change", "drop them"],
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2(flag, fragments):

@@ -54,6 +54,8 @@ flags.DEFINE_bool("extend", False, "Train runs of a smaller budget on to --frame
 flags.DEFINE_bool("summarise_only", False, "Rebuild the table and figure from the summaries present; train nothing.")
 flags.DEFINE_integer("jobs", 1, "Runs trained at once (each in its own process).", lower_bound=1)
 FLAGS = flags.FLAGS
+# The flags that choose or shape the runs to train, which `--summarise_only` (every summary present) refuses.
+CHOOSING = ("games", "variants", "seed", "seeds", "jobs", "eval_episodes")
 
 
 def main(argv: list[str]) -> None:
@@ -65,7 +67,7 @@ def main(argv: list[str]) -> None:
     frames = _runs.whole_budget(_atari.FRAMES[FLAGS.profile] if FLAGS.frames is None else FLAGS.frames, episodes)
     overrides = _atari.OVERRIDES[FLAGS.profile]
     if FLAGS.summarise_only:  # Before any directory is made: a refusal leaves nothing behind.
-        _runs.check_summarise_only(FLAGS.fresh, FLAGS.extend, FLAGS.frames)
+        _runs.check_summarise_only(FLAGS.fresh, FLAGS.extend, FLAGS.frames, CHOOSING)
         summaries = _runs.summaries_to_build(reproduce.RESULTS / "per" / FLAGS.profile / "atari_runs")
         print(_atari.write_study(reproduce.output_dir("per", FLAGS.profile), summaries, FLAGS.profile, start))
         return

@@ -117,6 +117,8 @@ flags.DEFINE_bool("extend", False, "Train runs of a smaller budget on to --frame
 flags.DEFINE_bool("summarise_only", False, "Rebuild the tables and figures from the summaries present; train nothing.")
 flags.DEFINE_integer("jobs", 1, "Runs trained at once (each in its own process).", lower_bound=1)
 FLAGS = flags.FLAGS
+# The flags that choose or shape the runs to train, which `--summarise_only` (every summary present) refuses.
+CHOOSING = ("games", "variants", "seed", "seeds", "jobs")
 
 
 def summarise(run_dir: pathlib.Path, game: str, variant: str, seed: int, final: dict) -> dict:
@@ -603,7 +605,7 @@ def main(argv: list[str]) -> None:
     frames = FRAMES[FLAGS.profile] if FLAGS.frames is None else _runs.whole_budget(FLAGS.frames)
     summaries_dir = reproduce.RESULTS / "per" / FLAGS.profile / "minatar_runs"
     if FLAGS.summarise_only:  # Before any directory is made: a refusal leaves nothing behind.
-        _runs.check_summarise_only(FLAGS.fresh, FLAGS.extend, FLAGS.frames)
+        _runs.check_summarise_only(FLAGS.fresh, FLAGS.extend, FLAGS.frames, CHOOSING)
         summaries = _runs.summaries_to_build(summaries_dir)
     else:
         summaries = train(games, frames, summaries_dir)
