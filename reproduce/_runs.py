@@ -737,8 +737,9 @@ def check_summarise_only(
     given = [f"--{name}" for name in choosing if absl_flags.FLAGS[name].present]
     if given:
         raise UsageError(
-            f"--summarise_only tables every summary present as it is: {', '.join(given)} "
-            f"would change nothing; drop {'it' if len(given) == 1 else 'them'}"
+            f"--summarise_only tables every summary present; {', '.join(given)} "
+            f"{'chooses' if len(given) == 1 else 'choose'} or {'shapes' if len(given) == 1 else 'shape'} "
+            f"runs to train: drop {'it' if len(given) == 1 else 'them'}"
         )
 
 

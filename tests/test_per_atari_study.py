@@ -151,7 +151,10 @@ def test_the_committed_table_is_what_the_committed_summaries_make(tmp_path):
         ("--jobs=0", ["--jobs=0", "not a positive integer"]),
         ("--extend --fresh", ["--fresh retrains from the start and --extend trains on: pass one of them"]),
         ("--summarise_only --fresh --extend", ["--fresh and --extend train: pass --summarise_only alone"]),
-        ("--summarise_only --eval_episodes=5", ["present as it is: --eval_episodes would change nothing; drop it"]),
+        (
+            "--summarise_only --games=pong --variants=uniform --seed=1 --seeds=2 --jobs=2 --eval_episodes=5",
+            ["present; --games, --variants, --seed, --seeds, --jobs, --eval_episodes choose or shape runs to train"],
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2(flag, fragments):

@@ -322,9 +322,10 @@ def test_fig10_draws_both_replays(tmp_path, monkeypatch):
         ("--summarise_only --extend", ["--summarise_only trains nothing, --extend trains: pass one of them"]),
         ("--summarise_only --frames=1e4", ["--summarise_only tables every summary", "--frames=10000 would change"]),
         (
-            "--summarise_only --games=breakout --seeds=2",
-            ["--summarise_only tables every summary present as it is: --games, --seeds would change", "drop them"],
+            "--summarise_only --games=breakout --variants=rank --seed=1 --seeds=2 --jobs=2",
+            ["present; --games, --variants, --seed, --seeds, --jobs choose or shape runs to train: drop them"],
         ),
+        ("--summarise_only --seed=1", ["every summary present; --seed chooses or shapes runs to train: drop it"]),
     ],
 )
 def test_bad_input_is_one_line_exit_2(flag, fragments):
