@@ -134,8 +134,7 @@ class Learner(tf.Module):
         discount = c.discount * (1.0 - tf.cast(terminal, tf.float32))
         q_t_value = self.target_network(next_observation)
         # The selector only picks argmax_a, which has no gradient, so it is computed off the tape:
-        # backpropagating through S_{j-1} alone, not a pass over S_{j-1} and S_j together, made the
-        # update about a third faster (MinAtar 525 -> 695 updates/s, Atari 25 -> 35, one thread).
+        # backpropagating through S_{j-1} alone made the update about a third faster (README).
         q_t_selector = self.network(next_observation)
         with tf.GradientTape() as tape:
             q_tm1 = self.network(observation)

@@ -734,12 +734,12 @@ def check_summarise_only(
             f"--summarise_only tables every summary present at its own budget: --frames={frames:g} would change "
             "nothing; drop it"
         )
-    given = [f"--{name}" for name in choosing if absl_flags.FLAGS[name].present]
-    if given:
+    chosen = [f"--{name}" for name in choosing if absl_flags.FLAGS[name].present]
+    if chosen:
+        one = len(chosen) == 1
         raise UsageError(
-            f"--summarise_only tables every summary present; {', '.join(given)} "
-            f"{'chooses' if len(given) == 1 else 'choose'} or {'shapes' if len(given) == 1 else 'shape'} "
-            f"runs to train: drop {'it' if len(given) == 1 else 'them'}"
+            f"--summarise_only tables every summary present; {', '.join(chosen)} "
+            f"{'chooses or shapes' if one else 'choose or shape'} runs to train: drop {'it' if one else 'them'}"
         )
 
 
