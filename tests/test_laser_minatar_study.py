@@ -2,6 +2,8 @@
 
 import dataclasses
 import json
+import pathlib
+import shutil
 import sys
 
 import pytest
@@ -97,10 +99,65 @@ def test_sittings_count_an_agents_starts_from_its_provenance():
         ("--games=pong", ["--games: unknown minatar game 'pong'", "breakout"]),
         ("--seeds=0", ["--seeds=0", "not a positive integer"]),
         ("--summarise_only --fresh", ["--summarise_only trains nothing, --fresh trains: pass one of them"]),
+        (
+            "--summarise_only --games=breakout --seed=1 --seeds=2",
+            ["present; --games, --seed, --seeds choose or shape runs to train: drop them"],
+        ),
+        ("--summarise_only --seeds=2", ["every summary present; --seeds chooses or shapes runs to train: drop it"]),
     ],
 )
 def test_bad_input_is_one_line_exit_2(flag, fragments):
     assert_one_line_usage_error(run(sys.executable, "-m", "reproduce.laser.minatar", *flag.split()), *fragments)
+
+
+# `--summarise_only` against a results directory (argv[1]) in place of the repository's, with training
+# disabled. A subprocess: this script's flags share names with `reproduce.per.minatar`'s, which tests import.
+SUMMARISE_ONLY = """
+import pathlib, sys
+import common.results, reproduce
+from common import cli
+results = pathlib.Path(sys.argv.pop(1))
+reproduce.RESULTS = common.results.RESULTS = results
+reproduce.output_dir = common.results.output_dir
+from reproduce.laser import minatar
+minatar.run_job = None  # Training would call it.
+cli.run(minatar.main)
+"""
+
+
+def summarise_only(results: pathlib.Path, *flags: str):
+    return run(sys.executable, "-c", SUMMARISE_ONLY, str(results), "--profile=full", "--summarise_only", *flags)
+
+
+def test_summarise_only_tables_every_seed_present_and_trains_nothing(tmp_path):
+    """A second seed's summary adds rows to its study; the default --seeds (1) used to leave it out."""
+    committed = REPO / "results" / "laser" / "full" / "minatar_runs"
+    summaries_dir = tmp_path / "laser" / "full" / "minatar_runs"
+    summaries_dir.mkdir(parents=True)
+    for arm in _studies.STUDIES["fig2_replay_fraction"].arms:
+        shutil.copy(committed / f"{arm}_breakout_s0.json", summaries_dir)
+    seed_1 = {**json.loads((committed / "replay50_breakout_s0.json").read_text()), "seed": 1, "last100": 12.34}
+    (summaries_dir / "replay50_breakout_s1.json").write_text(json.dumps(seed_1))
+    result = summarise_only(tmp_path, "--studies=fig2_replay_fraction")
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "laser" / "full" / "fig2_replay_fraction.md").read_text()
+    assert "| breakout | 50% replay | 1 | 1,000,000 | 12.34 |" in text
+    assert "| breakout | 50% replay | 0 | 1,000,000 |" in text
+    assert "Not run yet: replay0_breakout_s1, replay87_breakout_s1, replay100_breakout_s1." in text
+
+
+def test_summarise_only_with_no_summaries_is_refused_before_any_directory_is_made(tmp_path):
+    result = summarise_only(tmp_path / "results")
+    assert_one_line_usage_error(result, "--summarise_only: no job summaries in ", "/full/minatar_runs/")
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_study_keeps_the_seeds_and_games_present_beside_those_a_command_trains():
+    study = _studies.STUDIES["impala_table2"]
+    summaries = [{"arm": "vtrace_replay", "game": "freeway", "seed": 0},
+                 {"arm": "replay50", "game": "seaquest", "seed": 3}]  # fmt: skip
+    games, seeds = _studies.tabled(study, summaries, ["breakout"], [1])  # As `--games breakout --seed 1` trains.
+    assert (games, seeds) == (["breakout", "freeway"], [0, 1])  # Not replay50's: that arm is not the study's.
 
 
 def test_a_summary_trained_with_other_settings_than_its_arm_now_gives_is_refused(tmp_path):

@@ -8,9 +8,11 @@ every study that lists them.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 import numpy as np
 
+from common.envs.minatar import GAMES
 from laser.config import PRESETS, LaserConfig, sweep_members
 from reproduce import _runs
 
@@ -134,6 +136,17 @@ def best_curve(agents: list[dict]) -> list[dict]:
         for point in agent["curve"]:
             buckets[point["frames"]] = max(buckets.get(point["frames"], -np.inf), point["mean_return"])
     return [{"frames": f, "mean_return": r} for f, r in sorted(buckets.items())]
+
+
+def tabled(study: Study, summaries: Iterable[dict], games: list[str], seeds: list[int]) -> tuple[list, list]:
+    """The games and seeds of a study's tables: those asked for, and every other one with a summary of its arms.
+
+    The tables are rebuilt from every summary present, so training a second
+    seed (or another game) adds rows to a study rather than replacing it.
+    """
+    present = [s for s in summaries if s["arm"] in study.arms]
+    more_games = sorted({s["game"] for s in present} - set(games), key=GAMES.index)
+    return [*games, *more_games], sorted(set(seeds) | {s["seed"] for s in present})
 
 
 def job_flags(arm: Arm, game: str, seed: int, scale: Scale) -> list[str]:

@@ -76,6 +76,7 @@ from reproduce.laser._studies import (  # noqa: E402
     best_curve,
     job_configs,
     job_flags,
+    tabled,
 )
 
 reproduce.define_flags()
@@ -88,6 +89,8 @@ flags.DEFINE_list("games", None, "MinAtar games (default: each study's own; quic
 flags.DEFINE_integer("seeds", 1, "Seeds per arm and game: seed, seed + 1, ...", lower_bound=1)
 flags.DEFINE_bool("summarise_only", False, "Rebuild the studies from the summaries present; train nothing.")
 FLAGS = flags.FLAGS
+# The flags that choose the jobs to train, which `--summarise_only` (every summary present) refuses.
+CHOOSING = ("games", "seed", "seeds")
 
 
 def job_name(arm: str, game: str, seed: int) -> str:
@@ -156,7 +159,7 @@ def write_job_provenance(directory: pathlib.Path, name: str, summary: dict) -> N
     (directory / f"{name}.provenance.json").write_text(json.dumps(record, indent=1) + "\n")
 
 
-def study_rows(study: Study, summaries: dict[str, dict], games: list[str], seeds: range) -> list[dict]:
+def study_rows(study: Study, summaries: dict[str, dict], games: list[str], seeds: list[int]) -> list[dict]:
     rows = []
     for game in games:
         for arm in study.arms:
@@ -211,18 +214,16 @@ def markdown(stem: str, study: Study, rows: list[dict], missing: list[str], prof
 
 
 def plot(
-    study: Study, summaries: dict[str, dict], games: list[str], seeds: range, path: pathlib.Path, title: str
+    study: Study, summaries: dict[str, dict], games: list[str], seeds: list[int], path: pathlib.Path, title: str
 ) -> None:
     fig, axes = plt.subplots(1, len(games), figsize=(max(6.0, 4.5 * len(games)), 3.8), squeeze=False)
     for ax, game in zip(axes[0], games):
         for colour, arm in enumerate(study.arms):
-            for seed in seeds:
-                s = summaries.get(job_name(arm, game, seed))
-                if s is not None:
-                    frames = [p["frames"] for p in s["curve"]]
-                    returns = [p["mean_return"] for p in s["curve"]]
-                    label = ARMS[arm].label if seed == seeds.start else None
-                    ax.plot(frames, returns, color=f"C{colour}", lw=1.2, label=label)
+            runs = [s for s in (summaries.get(job_name(arm, game, seed)) for seed in seeds) if s is not None]
+            for i, s in enumerate(runs):  # One legend entry per arm, on its first seed present.
+                frames = [p["frames"] for p in s["curve"]]
+                returns = [p["mean_return"] for p in s["curve"]]
+                ax.plot(frames, returns, color=f"C{colour}", lw=1.2, label=None if i else ARMS[arm].label)
         ax.set(title=game, xlabel="fresh frames")
     sweep = study.has_sweep
     axes[0][0].set_ylabel("training return\n(bucket mean" + (", best member in each)" if sweep else ")"))
@@ -233,9 +234,10 @@ def plot(
     plt.close(fig)
 
 
-def write_study(stem: str, study: Study, summaries: dict[str, dict], games: list[str], seeds: range,
+def write_study(stem: str, study: Study, summaries: dict[str, dict], games: list[str], seeds: list[int],
                 out: pathlib.Path, profile: str, scale: Scale) -> None:  # fmt: skip
     """The study's table, figure and provenance from the summaries present."""
+    games, seeds = tabled(study, summaries.values(), games, seeds)
     jobs = [job_name(a, g, s) for g in games for a in study.arms for s in seeds]
     done = [j for j in jobs if j in summaries]
     if not done:
@@ -282,14 +284,16 @@ def study_games(study: Study) -> list[str]:
 def main(argv: list[str]) -> None:
     cli.flags_only(argv)
     check_flags()
-    if FLAGS.summarise_only:
-        _runs.check_summarise_only(FLAGS.fresh)
+    summaries_dir = reproduce.RESULTS / "laser" / FLAGS.profile / "minatar_runs"
+    if FLAGS.summarise_only:  # Before any directory is made: a refusal leaves nothing behind.
+        _runs.check_summarise_only(FLAGS.fresh, choosing=CHOOSING)
+        _runs.summaries_to_build(summaries_dir)
     scale = SCALES[FLAGS.profile]
     out = reproduce.output_dir("laser", FLAGS.profile)
-    summaries_dir = out / "minatar_runs"
     summaries_dir.mkdir(exist_ok=True)
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"laser_minatar_{FLAGS.profile}"
-    seeds = range(FLAGS.seed, FLAGS.seed + FLAGS.seeds)
+    # --summarise_only asks for no seed: its tables hold the seeds present.
+    seeds = [] if FLAGS.summarise_only else list(range(FLAGS.seed, FLAGS.seed + FLAGS.seeds))
     start = time.time()
     if not (FLAGS.fresh or FLAGS.summarise_only):
         jobs = {(arm, game, seed) for stem in studies() for game in study_games(STUDIES[stem])
