@@ -158,6 +158,10 @@ def test_a_study_keeps_the_seeds_and_games_present_beside_those_a_command_trains
                  {"arm": "replay50", "game": "seaquest", "seed": 3}]  # fmt: skip
     games, seeds = _studies.tabled(study, summaries, ["breakout"], [1])  # As `--games breakout --seed 1` trains.
     assert (games, seeds) == (["breakout", "freeway"], [0, 1])  # Not replay50's: that arm is not the study's.
+    # The study's own games first, in its order, whichever command asks: a rebuild does not reorder a table.
+    assert _studies.tabled(study, summaries, ["freeway", "space_invaders", "breakout"], [0])[0] == [
+        "breakout", "space_invaders", "freeway"
+    ]  # fmt: skip
 
 
 def test_a_summary_trained_with_other_settings_than_its_arm_now_gives_is_refused(tmp_path):

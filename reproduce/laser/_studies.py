@@ -143,10 +143,14 @@ def tabled(study: Study, summaries: Iterable[dict], games: list[str], seeds: lis
 
     The tables are rebuilt from every summary present, so training a second
     seed (or another game) adds rows to a study rather than replacing it.
+    Games come in the study's order, then MinAtar's, whichever command
+    wrote the table.
     """
     present = [s for s in summaries if s["arm"] in study.arms]
-    more_games = sorted({s["game"] for s in present} - set(games), key=GAMES.index)
-    return [*games, *more_games], sorted(set(seeds) | {s["seed"] for s in present})
+    order = [*study.games, *(g for g in GAMES if g not in study.games)]
+    return sorted(set(games) | {s["game"] for s in present}, key=order.index), sorted(
+        set(seeds) | {s["seed"] for s in present}
+    )
 
 
 def job_flags(arm: Arm, game: str, seed: int, scale: Scale) -> list[str]:

@@ -292,8 +292,8 @@ def main(argv: list[str]) -> None:
     out = reproduce.output_dir("laser", FLAGS.profile)
     summaries_dir.mkdir(exist_ok=True)
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"laser_minatar_{FLAGS.profile}"
-    # --summarise_only asks for no seed: its tables hold the seeds present.
-    seeds = [] if FLAGS.summarise_only else list(range(FLAGS.seed, FLAGS.seed + FLAGS.seeds))
+    # With --summarise_only (which refuses --seed and --seeds) seed 0: the tables add every seed present (`tabled`).
+    seeds = list(range(FLAGS.seed, FLAGS.seed + FLAGS.seeds))
     start = time.time()
     if not (FLAGS.fresh or FLAGS.summarise_only):
         jobs = {(arm, game, seed) for stem in studies() for game in study_games(STUDIES[stem])
