@@ -9,6 +9,7 @@ import types
 
 import matplotlib.image
 import pytest
+from absl import flags as absl_flags
 
 import reproduce
 from common import config as config_lib
@@ -548,9 +549,13 @@ def test_the_full_profile_keeps_every_committed_run():
     summaries = [p for p in committed if not p.name.endswith(".provenance.json")]
     if not summaries:
         pytest.skip("no PER MinAtar run is committed yet")
+    first, count = (absl_flags.FLAGS[name].default for name in ("seed", "seeds"))
+    assert (first, count) == (0, 1)  # The default command trains seed 0.
     for path in summaries:
         summary = json.loads(path.read_text())
         if summary["variant"] not in minatar.VARIANTS and summary["frames"] < minatar.FRAMES["full"]:
             continue  # A side arm run short (Seaquest's step-size control): the default command names none.
+        if summary["seed"] != first:
+            continue  # Another seed (Seaquest's seed 1, run to 1M frames) is another command's, not the default's.
         flags = minatar.job_flags(summary["variant"], summary["game"], minatar.FRAMES["full"], summary["seed"])
         assert _runs.summary_kept(path, False, flags, say=print), path.name
