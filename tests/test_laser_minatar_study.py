@@ -118,7 +118,6 @@ import common.results, reproduce
 from common import cli
 results = pathlib.Path(sys.argv.pop(1))
 reproduce.RESULTS = common.results.RESULTS = results
-reproduce.output_dir = common.results.output_dir
 from reproduce.laser import minatar
 minatar.run_job = None  # Training would call it.
 cli.run(minatar.main)
