@@ -114,8 +114,12 @@ def load(cls: type[C], path: str | pathlib.Path, what: str = "--config") -> C:
     """The config saved at `path`, checked like `from_json`."""
     path = pathlib.Path(path)
     if not path.is_file():
-        raise UsageError(f"{what} {path}: no such file")
-    return from_json(cls, path.read_text(), str(path))
+        raise UsageError(f"{what} {path}: {'a directory, not a file' if path.is_dir() else 'no such file'}")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"{what} {path}: not readable as JSON text ({error})") from None
+    return from_json(cls, text, str(path))
 
 
 def _typed(name: str, value: Any, default: Any, source: str) -> Any:

@@ -170,7 +170,7 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         if trained and not run_dir.has_checkpoint(directory):
             raise UsageError(
                 f"--resume: {directory} has trained {trained:,} frames and holds no checkpoint to continue from "
-                f"(nothing in {directory / 'checkpoints'}); pass --overwrite to train it anew"
+                f"(none that {directory / 'checkpoints' / 'checkpoint'} names); pass --overwrite to train it anew"
             )
         if request.frames is not None and request.frames < trained:
             raise UsageError(

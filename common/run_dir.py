@@ -26,6 +26,7 @@ import fcntl
 import json
 import os
 import pathlib
+import re
 import shutil
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
@@ -174,13 +175,27 @@ def overwritten(path: pathlib.Path) -> pathlib.Path:
     return path.with_name(f".{path.name}.overwritten")
 
 
-def recorded_segments(directory: pathlib.Path) -> list[dict[str, Any]]:
-    """The starts provenance.json records (none for a new run, or an unreadable record)."""
-    path = directory / "provenance.json"
+def read_record(path: pathlib.Path) -> dict[str, Any]:
+    """One of the run's JSON records at `path` ({} if absent); a `UsageError` naming it if it cannot be read.
+
+    A damaged record stops a resume before it starts: written over, it would
+    lose what it held (the run's sittings, its frames).
+    """
+    if not path.exists():
+        return {}
     try:
-        return json.loads(path.read_text()).get("segments", []) if path.exists() else []
-    except json.JSONDecodeError:
-        return []
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UsageError(f"{path}: not a readable JSON record ({error}); restore it, or pass --overwrite") from None
+    if not isinstance(record, dict):
+        kind = type(record).__name__
+        raise UsageError(f"{path}: a JSON {kind}, not the run's record; restore it, or pass --overwrite")
+    return record
+
+
+def recorded_segments(directory: pathlib.Path) -> list[dict[str, Any]]:
+    """The starts provenance.json records (none for a new run)."""
+    return read_record(directory / "provenance.json").get("segments", [])
 
 
 def last_budget(directory: pathlib.Path) -> int | None:
@@ -190,22 +205,32 @@ def last_budget(directory: pathlib.Path) -> int | None:
 
 
 def has_checkpoint(directory: pathlib.Path) -> bool:
-    """Whether the run in `directory` holds a checkpoint (`common.loop` saves one as a run starts)."""
-    return any((directory / "checkpoints").glob("ckpt-*.index"))
+    """Whether the run in `directory` holds a checkpoint to resume from (`common.loop` saves one as a run starts).
+
+    As TensorFlow's `CheckpointManager` finds it when the run resumes: the
+    latest one that the `checkpoints/checkpoint` state file names, and its
+    files. Without that file, checkpoint files alone would be passed over and
+    the run would start again from 0.
+    """
+    state = directory / "checkpoints" / "checkpoint"
+    try:
+        latest = re.search(r'^model_checkpoint_path: "(.*)"$', state.read_text(), re.MULTILINE)
+    except (OSError, UnicodeDecodeError):
+        return False
+    return latest is not None and (state.parent / f"{latest.group(1)}.index").is_file()
 
 
 def finished(directory: pathlib.Path, budget: int | None = None) -> bool:
     """Whether the run's final.json reaches `budget` frames (None: any budget; `final.json` is written at one)."""
-    final = directory / "final.json"
-    return final.exists() and (budget is None or json.loads(final.read_text())["frames"] >= budget)
+    final = read_record(directory / "final.json")
+    return bool(final) and (budget is None or final.get("frames", 0) >= budget)
 
 
 def trained_frames(directory: pathlib.Path) -> int:
     """Frames the run has trained, as far as its record says: its last checkpoint's, or where its latest start began."""
     segments = recorded_segments(directory)
     last = segments[-1] if segments else {}
-    final = directory / "final.json"
-    finished = json.loads(final.read_text()).get("frames", 0) if final.exists() else 0
+    finished = read_record(directory / "final.json").get("frames", 0)
     return max(last.get("frames", 0), last.get("frames_at_start", 0), finished)
 
 
@@ -238,7 +263,7 @@ class RunRecord:
 
     def __init__(self, directory: pathlib.Path, config: Any, role: str):
         self._path = directory / "provenance.json"
-        previous = json.loads(self._path.read_text()) if self._path.exists() else {}
+        previous = read_record(self._path)
         self.segments: list[dict[str, Any]] = previous.get("segments", [])
         self._config, self._role = dataclasses.asdict(config), role
         self.index = len(self.segments)  # This start's number: 0 for a new run.

@@ -229,6 +229,40 @@ def test_resuming_a_run_without_its_checkpoints_is_refused(copied_run):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("state", [None, "junk\n"], ids=["missing", "damaged"])
+def test_resuming_a_run_whose_checkpoint_state_file_is_lost_is_refused(copied_run, state):
+    """TensorFlow finds the latest checkpoint through checkpoints/checkpoint: without it the run trained again
+    from frame 0 and cut episodes.csv to the new start, its ckpt files still there (seen)."""
+    path = copied_run / "checkpoints" / "checkpoint"
+    path.unlink()
+    if state is not None:
+        path.write_text(state)
+    before = usage_cases.snapshot(copied_run)
+    result = run(f"--run_dir={copied_run}", "--resume", f"--frames={2 * FRAMES}")
+    usage_cases.assert_one_line_error(result, "holds no checkpoint to continue from", "pass --overwrite")
+    assert usage_cases.snapshot(copied_run) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name, damage",
+    [
+        ("final.json", b"garbage"),
+        ("provenance.json", b'{"segm'),
+        ("provenance.json", b"[]"),
+        ("config.json", b"\xff\xfe"),
+    ],
+    ids=["final", "provenance", "provenance_list", "config_bytes"],
+)
+def test_a_damaged_run_record_stops_a_resume_in_one_line(copied_run, name, damage):
+    """Each was a traceback (the provenance one after TensorFlow and Reverb had started), not one line and 2 (seen)."""
+    (copied_run / name).write_bytes(damage)
+    before = usage_cases.snapshot(copied_run)
+    usage_cases.assert_one_line_error(run(f"--run_dir={copied_run}", "--resume", f"--frames={2 * FRAMES}"), name)
+    assert usage_cases.snapshot(copied_run) == before
+
+
+@pytest.mark.slow
 def test_resuming_a_finished_run_at_its_budget_changes_nothing(copied_run):
     """It started again: saved its checkpoint (PER: its replay too) and added a segment of 0 frames (seen)."""
     before = usage_cases.snapshot(copied_run)

@@ -61,6 +61,7 @@ def test_resolve_applies_only_what_was_given():
         ({"actors": 0}, "num_actors=0: must be >= 1"),
         ({"preset": "huge"}, "unknown preset 'huge'; accepted: atari_shallow"),
         ({"preset": "toy", "config_file": "x.json"}, "--config x.json: no such file"),
+        ({"preset": "toy", "config_file": "."}, "--config .: a directory, not a file"),
         ({"overrides": ("env_options=x",)}, "unknown config field 'env_options'"),
         # NaN passes every range check (NaN < 0 is false), so it is refused as it is parsed.
         ({"overrides": ("learning_rate=nan",)}, "option learning_rate='nan': expected a finite number"),
