@@ -353,6 +353,30 @@ class DqnAgent(PrioritizedDqn):
         super().__init__(config, client, seed, run_dir, overlap=overlaps_acting(config))
         env = envs.make_batched(config.env, config.envs_per_actor, seed=seed, **dict(config.env_options))
         self.actor = Actor(self.learner.network, env, seed)
+        self._owed = 0  # Batches to learn (> 0) or to act (< 0) alone first: `_batches_off_centre`.
+
+    def start(self) -> None:
+        super().start()
+        self._owed = self._batches_off_centre() if self.learning_started() else 0
+
+    def _batches_off_centre(self) -> int:
+        """Batches by which the replay's rate limiter stands off the centre that this loop keeps it near.
+
+        Actor processes (a sitting with `--actors`) leave the limiter at an
+        edge: actors ahead at max_diff, or the learner ahead at min_diff.
+        Resumed in one process, the loop's next insert (or draw) would then
+        wait for the draw (or insert) that only the loop itself makes after
+        it: for ever (seen). Beyond the loop's own drift, the loop first
+        learns (or acts) alone as many batches as the limiter is off centre:
+        the draws the actors' transitions were owed, or the transitions
+        owed to the draws. This loop's own checkpoints stand within two
+        batches of the centre (one drawn ahead when sampling overlaps acting),
+        and resume as they were.
+        """
+        info = self.client.server_info()[REPLAY_TABLE].rate_limiter_info
+        diff = info.insert_stats.completed * info.samples_per_insert - info.sample_stats.completed
+        off = diff - (info.max_diff + info.min_diff) / 2
+        return int(off / self.config.batch_size) if abs(off) > 2 * self.config.batch_size else 0
 
     def act(self) -> list[tuple[float, int]]:
         """`update_period` agent steps, each transition stored; the games that ended."""
@@ -372,7 +396,17 @@ class DqnAgent(PrioritizedDqn):
         return self._items >= self.config.min_replay_size + self.config.update_period
 
     def step(self) -> loop.Step:
-        episodes = self.act()
+        if self._owed < 0:  # Transitions owed to the draws: act alone, and let the limiter see them.
+            self._owed += 1
+            episodes = self.act()
+            if not self._owed:
+                self.replay.flush()
+            return loop.Step({"loss": 0.0, "epsilon": self.learner.epsilon()}, episodes)
+        if self._owed > 0:  # Draws owed to the actors' transitions: learn before inserting again.
+            self._owed -= 1
+            episodes = []
+        else:
+            episodes = self.act()
         if not self.learning_started():
             # The loop needs a finite "loss": 0 until learning starts.
             return loop.Step({"loss": 0.0, "epsilon": self.learner.epsilon()}, episodes)

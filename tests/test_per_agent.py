@@ -10,6 +10,10 @@ maximal priority; the learner counts the table's inserts and publishes.
 
 import dataclasses
 import io
+import os
+import pathlib
+import subprocess
+import sys
 import threading
 import time
 import types
@@ -749,3 +753,58 @@ def test_a_budget_that_ends_before_the_first_update_is_warned_of(capsys):
     assert "total_frames=200,012 is 50,003 agent steps; the first update comes after 50,004" in capsys.readouterr().err
     agent_lib.warn_if_never_learns(dataclasses.replace(atari, total_frames=200_016))
     assert capsys.readouterr().err == ""
+
+
+LIMITER_EDGE = """
+import dataclasses, sys
+import reverb
+from common.reverb import server as reverb_server
+from per import agent as agent_lib, config as config_lib
+
+config = dataclasses.replace(config_lib.PRESETS["toy"], min_replay_size=100, replay_capacity=2_000)
+server = reverb_server.make_server([agent_lib.replay_table(config)])
+client = reverb.Client(f"localhost:{server.port}")
+agent = agent_lib.DqnAgent(config, client)
+agent.start()
+
+
+def limiter():
+    return client.server_info()[agent_lib.REPLAY_TABLE].rate_limiter_info
+
+
+def diff():
+    info = limiter()
+    return info.insert_stats.completed * info.samples_per_insert - info.sample_stats.completed
+
+
+act = config.update_period * config.samples_per_insert  # Samples one act() allows.
+while diff() + act <= limiter().max_diff:  # Actors ahead, to the edge.
+    agent.act()
+    agent.replay.flush()
+if sys.argv[1] == "learner_ahead":
+    while diff() - config.batch_size >= limiter().min_diff:
+        agent.replay.sample(config.batch_size, 1.0)
+edge = diff()
+agent.start()  # As a resume in one process does, after the checkpoint's restore.
+for _ in range(20):
+    agent.step()
+agent.replay.flush()  # The limiter counts flushed inserts only.
+centre = (limiter().max_diff + limiter().min_diff) / 2
+print(edge - centre, diff() - centre, int(agent.learner.steps))
+"""
+
+
+@pytest.mark.parametrize("edge", ["actors_ahead", "learner_ahead"])
+def test_one_process_resumed_at_a_rate_limiter_edge_that_actors_left_goes_on(edge):
+    """A sitting with actor processes leaves the limiter at an edge; resumed in one process, the loop's own
+    insert (or draw) waited for ever on the draw (or insert) that only it makes (seen: a hang after --actors)."""
+    result = subprocess.run(
+        [sys.executable, "-c", LIMITER_EDGE, edge], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).resolve().parent.parent)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    edge_off, off, updates = map(float, result.stdout.split()[-3:])
+    batch = TOY.batch_size
+    assert abs(edge_off) > 2 * batch  # The scenario reached an edge beyond the loop's own drift.
+    assert abs(off) <= 2 * batch  # Back near the centre after 20 steps.
+    assert updates == (20 if edge == "actors_ahead" else 20 - round(-edge_off / batch))
