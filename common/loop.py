@@ -178,7 +178,7 @@ def _log(progress: run_dir.Progress, learner: Learner, metrics, episodes: run_di
     with writer.as_default(step=learner.frames):
         for name, value in metrics.items():
             tf.summary.scalar(f"learner/{name}", value)
-        for name, value in numbers.items():
+        for name, value in {**numbers, **progress.rates}.items():
             tf.summary.scalar(f"progress/{name}", value)
         if mean_return is not None:
             tf.summary.scalar("actors/mean_return_100", mean_return)

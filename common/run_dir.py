@@ -436,6 +436,7 @@ class Progress:
         self._pause = max(pause_s, 3 * every_s)
         self._last_time = clock()
         self._last_frames = self._last_steps = None
+        self.rates: dict[str, float] = {}  # The last line's frames/s and learner steps/s.
         self._lines: collections.deque[tuple[float, int]] = collections.deque()  # (time, frames) of recent lines.
 
     def due(self) -> bool:
@@ -447,13 +448,19 @@ class Progress:
         return self._last_frames
 
     def line(self, frames: int, steps: int, **extras: str) -> str:
+        """The progress line at `frames`; its rates (none on the first line) stay in `rates` for TensorBoard."""
         now = self._clock()
         parts = [f"frames {frames:,}/{self._total:,}"]
         eta = "?"
+        self.rates = {}
         if self._lines:
             elapsed = max(now - self._last_time, 1e-9)
-            parts.append(f"{(frames - self._last_frames) / elapsed:,.0f} frames/s")
-            parts.append(f"{(steps - self._last_steps) / elapsed:.1f} learner steps/s")
+            self.rates = {
+                "frames_per_s": (frames - self._last_frames) / elapsed,
+                "learner_steps_per_s": (steps - self._last_steps) / elapsed,
+            }
+            parts.append(f"{self.rates['frames_per_s']:,.0f} frames/s")
+            parts.append(f"{self.rates['learner_steps_per_s']:.1f} learner steps/s")
             if elapsed > self._pause:  # The window's lines move forward by the pause, as if it had not been.
                 paused = elapsed - self._every
                 self._lines = collections.deque((time + paused, frames) for time, frames in self._lines)

@@ -58,6 +58,20 @@ def test_progress_lines_are_clean(finished_run):
         assert noise not in result.stdout + result.stderr
 
 
+def test_tensorboard_has_the_progress_lines_rates(finished_run):
+    directory, result = finished_run
+    lines = [line for line in result.stdout.splitlines() if line.startswith("frames ")]
+    points = {}
+    for path in (directory / "tb").glob("events.out.tfevents.*"):
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                points.setdefault(value.tag, []).append(event.step)
+    last_frames = int(lines[-1].split()[1].split("/")[0].replace(",", ""))
+    for tag in ("progress/frames_per_s", "progress/learner_steps_per_s"):
+        assert len(points[tag]) == len(lines) - 1 and max(points[tag]) == last_frames  # Every line's but the first.
+
+
 CHANGED_EXPERIMENTS = [
     (["--env=minatar:breakout"], "env"),
     (["--config_override=learning_rate=0.1"], "learning_rate"),

@@ -391,8 +391,10 @@ def test_first_progress_line_has_no_eta_and_later_ones_do():
     progress = run_dir.Progress(total_frames=1000, every_s=0.0)
     first = progress.line(100, 1, extra="1")
     assert "ETA ?" in first and "nan" not in first and "steps/s" not in first
+    assert progress.rates == {}
     later = progress.line(200, 2)
     assert "learner steps/s" in later and "ETA ?" not in later
+    assert set(progress.rates) == {"frames_per_s", "learner_steps_per_s"} and progress.rates["frames_per_s"] > 0
 
 
 def test_eta_follows_the_recent_rate_after_a_change_of_speed():
