@@ -210,7 +210,8 @@ def has_checkpoint(directory: pathlib.Path) -> bool:
     As TensorFlow's `CheckpointManager` finds it when the run resumes: the
     latest one that the `checkpoints/checkpoint` state file names, and its
     files. Without that file, checkpoint files alone would be passed over and
-    the run would start again from 0.
+    the run would start again from 0. Read here, not through TensorFlow, whose
+    import takes seconds: a resume is checked before anything starts.
     """
     state = directory / "checkpoints" / "checkpoint"
     try:

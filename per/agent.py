@@ -396,19 +396,13 @@ class DqnAgent(PrioritizedDqn):
         return self._items >= self.config.min_replay_size + self.config.update_period
 
     def step(self) -> loop.Step:
-        if self._owed < 0:  # Transitions owed to the draws: act alone, and let the limiter see them.
-            self._owed += 1
-            episodes = self.act()
-            if not self._owed:
-                self.replay.flush()
-            return loop.Step({"loss": 0.0, "epsilon": self.learner.epsilon()}, episodes)
-        if self._owed > 0:  # Draws owed to the actors' transitions: learn before inserting again.
-            self._owed -= 1
-            episodes = []
-        else:
-            episodes = self.act()
-        if not self.learning_started():
-            # The loop needs a finite "loss": 0 until learning starts.
+        owed, self._owed = self._owed, self._owed - int(np.sign(self._owed))
+        # Draws owed to the actors' transitions (owed > 0): learn before inserting again.
+        episodes = [] if owed > 0 else self.act()
+        if owed == -1:  # The last of the transitions owed to the draws: let the limiter see them.
+            self.replay.flush()
+        if owed < 0 or not self.learning_started():
+            # The loop needs a finite "loss": 0 while acting alone.
             return loop.Step({"loss": 0.0, "epsilon": self.learner.epsilon()}, episodes)
         beta = self.learner.beta()
         return loop.Step(self.learn(beta, self.replay.sample(self.config.batch_size, beta)), episodes)
