@@ -150,13 +150,18 @@ def parse_value(name: str, text: str, default: Any) -> Any:
     return value
 
 
-def parse_assignments(items: Iterable[str], fields: Mapping[str, Any], what: str = "option") -> dict[str, Any]:
-    """`["name=value", ...]` → `{name: typed value}`, typed by `fields`' defaults; `what` names a field in errors."""
+def parse_assignments(
+    items: Iterable[str], fields: Mapping[str, Any], flag: str, what: str = "option"
+) -> dict[str, Any]:
+    """`["name=value", ...]` → `{name: typed value}`, typed by `fields`' defaults.
+
+    `flag` (e.g. "--config_override") and `what` name the flag and a field in errors.
+    """
     parsed = {}
     for item in items:
         name, sep, text = item.partition("=")
         if not sep:
-            raise UsageError(f"bad option {item!r}: expected NAME=VALUE")
+            raise UsageError(f"{flag} {item!r}: expected NAME=VALUE")
         if name not in fields:
             raise UsageError(f"unknown {what} {name!r}; accepted: {', '.join(fields)}")
         parsed[name] = parse_value(name, text, fields[name])

@@ -144,7 +144,7 @@ def requested_fields(request: Request, base: Any) -> dict[str, Any]:
     """The fields `request` sets on top of `base`, typed, without env options."""
     defaults = {f.name: getattr(base, f.name) for f in dataclasses.fields(base) if f.name != "env_options"}
     # Env options are pairs, set one by one with --env_option, not by --config_override.
-    fields = cli.parse_assignments(request.overrides, defaults, what="config field")
+    fields = cli.parse_assignments(request.overrides, defaults, "--config_override", what="config field")
     if request.frames is not None and (not 1 <= request.frames <= MAX_FRAMES or not float(request.frames).is_integer()):
         raise UsageError(
             f"--frames={request.frames:g}: must be a whole number of frames in [1, {MAX_FRAMES:g}], e.g. 5e6"
@@ -184,7 +184,7 @@ def resolve(presets: Mapping[str, C], default_preset: str, request: Request, wha
     # game of its env family and mean nothing to another family.
     same_family = envs.parse(spec, suites=True)[0] == envs.parse(base.env, suites=True)[0]
     env_options = dict(base.env_options) if same_family else {}
-    env_options.update(cli.parse_assignments(request.env_options, envs.option_fields(spec)))
+    env_options.update(cli.parse_assignments(request.env_options, envs.option_fields(spec), "--env_option"))
     fields["env_options"] = tuple(sorted(env_options.items()))
     return override(base, fields, what)
 
@@ -216,7 +216,7 @@ def resume(saved: C, request: Request, presets: Mapping[str, C], what: str) -> C
     requested = requested_fields(request, saved)
     fields.update(requested)
     if request.env_options:
-        given = cli.parse_assignments(request.env_options, envs.option_fields(saved.env))
+        given = cli.parse_assignments(request.env_options, envs.option_fields(saved.env), "--env_option")
         fields["env_options"] = tuple(sorted({**dict(saved.env_options), **given}.items()))
     changed = [name for name, value in fields.items() if value != getattr(saved, name)]
     forbidden = [name for name in changed if name not in OPERATIONAL_FIELDS]

@@ -67,7 +67,8 @@ def test_resolve_applies_only_what_was_given():
         ({"overrides": ("learning_rate=nan",)}, "option learning_rate='nan': expected a finite number"),
         ({"overrides": ("max_grad_norm=inf",)}, "option max_grad_norm='inf': expected a finite number"),
         ({"overrides": ("use_lstm=maybe",)}, "option use_lstm='maybe': expected true or false"),
-        ({"overrides": ("batch_size",)}, "bad option 'batch_size': expected NAME=VALUE"),
+        ({"overrides": ("batch_size",)}, "--config_override 'batch_size': expected NAME=VALUE"),
+        ({"env_options": ("full_action_space",)}, "--env_option 'full_action_space': expected NAME=VALUE"),
         (
             {"frames": 2e6, "overrides": ("total_frames=3e6",)},
             "--frames and --config_override total_frames=.* disagree",

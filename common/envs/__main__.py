@@ -23,7 +23,7 @@ def main(argv: list[str]) -> None:
     if len(argv) != 2:
         raise UsageError("expected one env spec, e.g. atari:pong, minatar:breakout or toy:catch")
     spec = argv[1]
-    options = cli.parse_assignments(FLAGS.option, envs.option_fields(spec))
+    options = cli.parse_assignments(FLAGS.option, envs.option_fields(spec), "--option")
     env = envs.make(spec, seed=FLAGS.seed, **options)
     rng = np.random.default_rng(FLAGS.seed)
     env.reset()
