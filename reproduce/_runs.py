@@ -784,6 +784,12 @@ def summary_file(path: pathlib.Path) -> dict[str, str]:
     return {"path": str(shown(path)), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
 
+def print_written(out: pathlib.Path, since: float) -> None:
+    """One line naming the files of `out` that this command wrote (modified since `since`), for a reader to open."""
+    written = sorted(p.name for p in out.iterdir() if p.is_file() and p.stat().st_mtime >= since)
+    print(f"wrote {shown(out)}/: {', '.join(written) if written else 'nothing'}", flush=True)
+
+
 def shown(path: pathlib.Path) -> pathlib.Path:
     """`path` as a reader finds it: from the repository's root where it lies inside it, else as it is."""
     path = path.resolve()

@@ -333,7 +333,7 @@ def test_bad_input_is_one_line_exit_2(flag, fragments):
     assert_one_line_usage_error(run(sys.executable, "-m", "reproduce.per.minatar", *flag.split()), *fragments)
 
 
-def test_summarise_only_builds_the_tables_from_the_summaries_present_and_trains_nothing(tmp_path, monkeypatch):
+def test_summarise_only_builds_the_tables_from_the_summaries_present_and_trains_nothing(tmp_path, monkeypatch, capsys):
     results = tmp_path / "results"
     (results / "published").mkdir(parents=True)
     shutil.copy(REPO / "results" / "published" / "minatar_young2019_5M.csv", results / "published")
@@ -353,6 +353,12 @@ def test_summarise_only_builds_the_tables_from_the_summaries_present_and_trains_
     assert "asterix/proportional, breakout/proportional, freeway" in text  # Not run yet.
     record = json.loads((results / "per" / "full" / "minatar.provenance.json").read_text())
     assert set(record["summary_files"]) == {"breakout_uniform_s0", "breakout_rank_s0"}
+    # The last line names what it wrote (App. Fig. 10 too: the fixture's summaries carry TD errors).
+    written = "fig10_breakout.png, fig10_breakout.provenance.json, minatar.csv, minatar.md, minatar.png"
+    assert (
+        capsys.readouterr().out.strip().splitlines()[-1]
+        == f"wrote {results}/per/full/: {written}, minatar.provenance.json"
+    )
     empty = tmp_path / "empty"
     monkeypatch.setattr(reproduce, "RESULTS", empty)
     monkeypatch.setattr(reproduce, "output_dir", lambda paper, profile: empty / paper / profile)

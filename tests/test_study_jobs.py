@@ -192,3 +192,16 @@ def test_a_stop_handled_while_a_run_starts_reaches_that_run(tmp_path, monkeypatc
     assert list(together.run()) == []
     assert together.failure is None and together.status == 128 + signal.SIGTERM
     assert time.monotonic() - started < 30  # Not the stand-in's minute: it was stopped.
+
+
+def test_print_written_names_only_the_files_this_command_wrote(tmp_path, capsys):
+    old, new = tmp_path / "old.csv", tmp_path / "new.md"
+    old.write_text("kept")
+    os.utime(old, (time.time() - 60, time.time() - 60))
+    since = time.time() - 1
+    new.write_text("written")
+    (tmp_path / "runs").mkdir()
+    _runs.print_written(tmp_path, since)
+    assert capsys.readouterr().out == f"wrote {tmp_path.resolve()}/: new.md\n"
+    _runs.print_written(tmp_path, time.time() + 60)
+    assert capsys.readouterr().out.endswith("/: nothing\n")

@@ -325,6 +325,7 @@ def main(argv: list[str]) -> None:
     }
     for stem in studies():
         write_study(stem, STUDIES[stem], summaries, study_games(STUDIES[stem]), seeds, out, FLAGS.profile, scale)
+    _runs.print_written(out, start)
 
 
 if __name__ == "__main__":

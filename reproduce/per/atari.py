@@ -69,7 +69,9 @@ def main(argv: list[str]) -> None:
     if FLAGS.summarise_only:  # Before any directory is made: a refusal leaves nothing behind.
         _runs.check_summarise_only(FLAGS.fresh, FLAGS.extend, FLAGS.frames, CHOOSING)
         summaries = _runs.summaries_to_build(reproduce.RESULTS / "per" / FLAGS.profile / "atari_runs")
-        print(_atari.write_study(reproduce.output_dir("per", FLAGS.profile), summaries, FLAGS.profile, start))
+        out = reproduce.output_dir("per", FLAGS.profile)
+        print(_atari.write_study(out, summaries, FLAGS.profile, start))
+        _runs.print_written(out, start)
         return
     out = reproduce.output_dir("per", FLAGS.profile)
     summaries_dir = out / "atari_runs"
@@ -97,6 +99,7 @@ def main(argv: list[str]) -> None:
         fresh=FLAGS.fresh, extend=FLAGS.extend, parallel=FLAGS.jobs,
     )  # fmt: skip
     print(_atari.write_study(out, _runs.load_summaries(summaries_dir), FLAGS.profile, start))
+    _runs.print_written(out, start)
 
 
 if __name__ == "__main__":

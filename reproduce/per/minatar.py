@@ -646,6 +646,7 @@ def main(argv: list[str]) -> None:
         if all(pair.get(v, {}).get("td_errors") for v in ("rank", "uniform")):
             plot_td_errors(pair["rank"], pair["uniform"], out / f"fig10_{game}.png")
             write_provenance(out, f"fig10_{game}", [pair["rank"], pair["uniform"]], start)
+    _runs.print_written(out, start)
 
 
 def train(games: list[str], frames: int, summaries_dir: pathlib.Path) -> list[dict]:
