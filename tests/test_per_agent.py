@@ -87,13 +87,23 @@ def clone(network, config):
 def test_epsilon_goes_linearly_from_start_to_end_over_the_decay_steps(make_agent):
     config = dataclasses.replace(TOY, epsilon_start=1.0, epsilon_end=0.1, epsilon_decay_steps=40, update_period=2)
     agent = make_agent(config)
+    acted_with, step = [], agent.actor.step
+
+    def spy(epsilon):  # The epsilon each env step of act() is taken with.
+        acted_with.append(epsilon)
+        return step(epsilon)
+
+    agent.actor.step = spy
     seen = []
     for _ in range(30):
         seen.append((agent.learner.agent_step_count, agent.learner.epsilon()))
         agent.act()
     steps, epsilons = np.array(seen).T
-    np.testing.assert_allclose(epsilons, np.maximum(1.0 - 0.9 * steps / 40, 0.1), rtol=1e-12)
+    expected = np.maximum(1.0 - 0.9 * steps / 40, 0.1)
+    np.testing.assert_allclose(epsilons, expected, rtol=1e-12)
     assert steps[-1] == 58 and epsilons[-1] == pytest.approx(0.1)
+    # The actor acts with the schedule's value, held for the update_period agent steps of one act().
+    np.testing.assert_allclose(acted_with, np.repeat(expected, 2), rtol=1e-12)
 
 
 @pytest.mark.parametrize("beta0, beta_final", [(0.4, 1.0), (1.0, 1.0), (0.0, 0.0)])
@@ -253,6 +263,7 @@ def test_priorities_written_back_are_abs_td_plus_epsilon_of_exactly_the_sampled_
     for _ in range(5):  # Some updates, so the priorities are not all equal.
         agent.step()
     if variant == "rank":  # A snapshot of every known item: the next update cannot make it stale.
+        size_at_rerank = agent.client.server_info()["replay"].current_size
         agent.replay.rerank()
     agent.replay.flush()  # Overlapped, the last update's write may still be on its way.
     known = dict(agent.replay._rank._delta) if variant == "rank" else {}
@@ -281,9 +292,13 @@ def test_priorities_written_back_are_abs_td_plus_epsilon_of_exactly_the_sampled_
         for key, d in last.items():
             assert tracked[key] == pytest.approx(d, rel=1e-4, abs=1e-6)
         assert {k: v for k, v in tracked.items() if k not in last} == {k: v for k, v in known.items() if k not in last}
-        order = sorted(last, key=last.get)  # Larger |delta|, rank nearer 1: priority at least as large.
-        assert all(updates[a] <= updates[b] for a, b in zip(order, order[1:]))
-        assert max(updates.values()) <= 1.0  # rank^-alpha, rank >= 1.
+        # PER §3.3 with the last sort as the order (`RankTracker`): rank(i) = U + 1 + the known items of
+        # larger |delta| at the re-rank (the key's own old |delta| among them); p_i^alpha = rank(i)^-alpha.
+        unseen = size_at_rerank - len(known)  # U: items not sampled yet, at the re-rank.
+        assert unseen == agent.replay._rank._unseen
+        for key in last:
+            rank = unseen + 1 + sum(v > tracked[key] for v in known.values())
+            assert updates[key] == pytest.approx(rank**-config.alpha, rel=1e-12)
         return
     for key, d in last.items():
         assert updates[key] == pytest.approx(d + 0.01, rel=1e-4, abs=1e-6)
@@ -717,11 +732,14 @@ def test_the_minatar_network_is_initialised_as_sonnet_or_pytorch_does(initializa
         bound = 1 / np.sqrt(fan_in[shape])
         uniform = stats.kstest(values, stats.uniform(-bound, 2 * bound).cdf).pvalue
         if initialization == "torch":
-            assert uniform > 1e-3, shape
+            assert uniform > 1e-3 and np.abs(values).max() <= bound, shape
+            # A bias of 6 zeros passes that KS test too: a bias must be drawn, each value its own.
+            assert len(shape) > 1 or np.unique(values).size == values.size, shape
         elif len(shape) == 1:
             assert not values.any(), shape
-        else:  # The test tells the two apart.
-            assert np.abs(values).max() <= 2 * bound and uniform < 1e-3, shape
+        else:  # The normal truncated at 2 sd, and not the uniform: the test tells the two apart.
+            truncated = stats.kstest(values, stats.truncnorm(-2, 2, scale=bound).cdf).pvalue
+            assert np.abs(values).max() <= 2 * bound and truncated > 1e-3 and uniform < 1e-3, shape
     with pytest.raises(UsageError, match="unknown initialization 'xavier'; accepted: sonnet, torch"):
         dataclasses.replace(config, initialization="xavier")
 

@@ -304,14 +304,19 @@ def test_a_replay_holds_one_layout(make_replay):
 
 @pytest.mark.parametrize("variant", ["proportional", "rank"])
 def test_an_actors_items_age_from_their_first_sample_and_no_live_one_is_forgotten(servers, variant):
-    """Other writers' items carry UNKNOWN_INSERTION; the learner counts the table's inserts and bounds their age."""
-    config = replay_config.ReplayConfig(variant=variant, capacity=64, alpha=0.7, rerank_interval=10**9)
+    """Other writers' items carry UNKNOWN_INSERTION; the learner counts the table's inserts and bounds their age.
+
+    What forgets items: the rank tracker, and for proportional replay with global_min weights the live minimum.
+    """
+    config = replay_config.ReplayConfig(
+        variant=variant, capacity=64, alpha=0.7, rerank_interval=10**9, weight_normalization="global_min"
+    )
     client, replays = servers(config)
     actor = replay.PrioritizedReplay(client, config, flush_every=4, chunk_length=4, sole_writer=False)
     learner = replay.PrioritizedReplay(client, config)
     learner.expect_transitions(np.array([0], np.int32))
     replays += [actor, learner]
-    rng, first_sampled, true_index = np.random.default_rng(0), {}, {}
+    rng, first_sampled, true_index, written = np.random.default_rng(0), {}, {}, {}
     for _ in range(8):
         fill(actor, 24)  # The observation [i] is the item's true insertion index (one writer here).
         actor.flush()
@@ -323,7 +328,14 @@ def test_an_actors_items_age_from_their_first_sample_and_no_live_one_is_forgotte
             assert age == (first_sampled.get(key, age) if variant == "rank" else learner.inserted)
             first_sampled.setdefault(key, age)
             true_index[key] = item
-        learner.update(batch.keys, rng.random(16))
+        abs_delta = rng.random(16)
+        learner.update(batch.keys, abs_delta)
+        written.update(zip(batch.keys.tolist(), abs_delta + config.epsilon))  # p = |delta| + epsilon, the last.
+    if variant == "proportional":
+        smallest = learner.live_minimum.minimum(learner.inserted)  # Drops the entries it judges evicted.
+        live = {key for key in written if true_index[key] >= learner.inserted - config.capacity}  # In Reverb.
+        assert live and live <= set(learner.live_minimum.written)
+        assert smallest <= min(written[key] for key in live)
     if variant == "rank":
         learner.rerank()
         oldest_live = learner.inserted - config.capacity  # FIFO: Reverb holds the items from here on.
