@@ -416,9 +416,9 @@ def test_extend_trains_a_finished_run_on_to_a_larger_budget(tmp_path, monkeypatc
     for extend, hint in ((None, r"asks --frames=9\); pass --fresh"), (False, r"pass --extend to train it on to 9 fr")):
         with pytest.raises(UsageError, match=hint):
             _runs.train("per.train", finished, ["--preset=p", "--frames=9"], extend=extend)
-    with pytest.raises(UsageError, match="pass --fresh"):  # A smaller budget is another job.
-        _runs.train("per.train", finished, ["--preset=p", "--frames=5"], extend=True)
-    with pytest.raises(UsageError, match="pass --fresh"):  # So is another preset.
+    with pytest.raises(UsageError, match=r"trained past 5 frames and --extend only trains on.*pass --fresh"):
+        _runs.train("per.train", finished, ["--preset=p", "--frames=5"], extend=True)  # Another job.
+    with pytest.raises(UsageError, match=r"trained with other flags.*pass --fresh"):  # So is another preset.
         _runs.train("per.train", finished, ["--preset=q", "--frames=9"], extend=True)
     commands = []
 

@@ -552,14 +552,15 @@ def test_a_signalled_run_saves_and_exits_128_plus_the_signal(tmp_path, signum, s
     assert signal.getsignal(signum) is before  # The loop's handlers are gone.
 
 
-def blocked_reentries(handler, signum) -> list[str]:
+def blocked_reentries(handler, signum) -> tuple[list[str], int]:
     """Calls the signal handler `handler`, and at each call it makes runs it again, as a second signal
-    arriving there would; the calls where that second run could not finish (deadlocked) within 5 s.
+    arriving there would; the calls where that second run could not finish (deadlocked) within 5 s, and
+    how many calls were probed (none: the probe saw nothing, and an empty list proves nothing).
 
     The second run is on another thread so that a deadlock shows as a timeout, not a hung test: a
     non-reentrant lock that the first run holds blocks it on any thread.
     """
-    blocked, inside = [], []
+    blocked, inside, probed = [], [], []
 
     def profile(frame, event, arg):
         if event == "call" and frame.f_code is handler.__code__:
@@ -568,6 +569,7 @@ def blocked_reentries(handler, signum) -> list[str]:
             inside.pop()
         elif event in ("call", "c_call") and inside:
             sys.setprofile(None)
+            probed.append(frame.f_code.co_qualname)
             second = threading.Thread(target=handler, args=(signum, None), daemon=True)
             second.start()
             second.join(5.0)
@@ -580,7 +582,7 @@ def blocked_reentries(handler, signum) -> list[str]:
         handler(signum, None)
     finally:
         sys.setprofile(None)
-    return blocked
+    return blocked, len(probed)
 
 
 class TwiceSignalledLearner(ScriptedLearner):
@@ -588,7 +590,7 @@ class TwiceSignalledLearner(ScriptedLearner):
 
     def step(self):
         if self.steps == 2:
-            self.blocked = blocked_reentries(signal.getsignal(signal.SIGTERM), signal.SIGTERM)
+            self.blocked, self.probed = blocked_reentries(signal.getsignal(signal.SIGTERM), signal.SIGTERM)
         return super().step()
 
 
@@ -597,7 +599,7 @@ def test_a_second_signal_while_the_first_is_handled_neither_hangs_nor_loses_the_
     gets two signals at once. A handler that took a lock (as `threading.Event.set` does) hung there."""
     learner = TwiceSignalledLearner()
     assert run_loop(tmp_path, learner, total_frames=1000, checkpoint_every_s=3600.0) == 128 + signal.SIGTERM
-    assert list(learner.blocked) == []
+    assert learner.probed >= 1 and learner.blocked == []
     assert checkpoint_steps(tmp_path)[-1] == learner.steps == 3
 
 
