@@ -333,6 +333,27 @@ def test_bad_input_is_one_line_exit_2(flag, fragments):
     assert_one_line_usage_error(run(sys.executable, "-m", "reproduce.per.minatar", *flag.split()), *fragments)
 
 
+def test_fig10_is_seed_0s_whichever_seed_the_command_trains(tmp_path, monkeypatch):
+    """fig10_<game>.png names no seed: a `--seed 1` command redrew it from seed 1's runs (seen), and the
+    next `--summarise_only` drew seed 0's again."""
+    seed_0 = [summary("uniform", 6.0), summary("rank", 8.0)]
+    seed_1 = [{**summary(variant, 5.0, snapshots=2), "seed": 1} for variant in ("uniform", "rank")]
+    monkeypatch.setattr(reproduce, "output_dir", lambda paper, profile: tmp_path)
+    monkeypatch.setattr(reproduce, "RESULTS", tmp_path)
+    monkeypatch.setattr(minatar, "published", lambda: {"breakout": 10.3})
+    monkeypatch.setattr(minatar, "write_provenance", lambda *args: None)
+    monkeypatch.setattr(minatar, "plot", lambda *args, **kwargs: None)
+    drawn = []
+    monkeypatch.setattr(minatar, "plot_td_errors", lambda rank, uniform, path: drawn.append((rank, uniform, path)))
+    monkeypatch.setattr(minatar, "train", lambda *args: seed_1 + seed_0)
+    flags = dict(games=["breakout"], variants=["uniform", "rank"], frames=None, seeds=1, fresh=False, extend=False)
+    monkeypatch.setattr(minatar, "FLAGS", types.SimpleNamespace(profile="full", summarise_only=False, seed=1, **flags))
+    minatar.main([])
+    ((rank, uniform, path),) = drawn
+    assert (rank["seed"], uniform["seed"], path.name) == (0, 0, "fig10_breakout.png")
+    assert (rank["variant"], uniform["variant"]) == ("rank", "uniform")
+
+
 def test_summarise_only_builds_the_tables_from_the_summaries_present_and_trains_nothing(tmp_path, monkeypatch, capsys):
     results = tmp_path / "results"
     (results / "published").mkdir(parents=True)

@@ -18,7 +18,7 @@ Two appendix figures come from the same runs:
 
 * App. Fig. 10, the last-seen |delta| of the replay's transitions, sorted,
   over training: every run logs it (`per.td_errors`, 20 snapshots a run), and
-  each game with a rank-based and a uniform run gets fig10_<game>.png;
+  each game with a rank-based and a uniform run of seed 0 gets fig10_<game>.png;
 * App. Fig. 12, importance sampling: rank-based replay with full correction
   (beta = 1 throughout, uniform's step size) and none (beta = 0, the step size
   divided by 4), beside uniform and the annealed rank-based run: the arms
@@ -641,8 +641,8 @@ def main(argv: list[str]) -> None:
             (out / f"{stem}.md").write_text(side_markdown(title, text, side_rows, FLAGS.profile, notes))
             plot(side_runs, reference, out / f"{stem}.png", curves, title)
             write_provenance(out, stem, side_runs, start)
-    for game in GAMES:
-        pair = {s["variant"]: s for s in summaries if s["game"] == game and s["seed"] == FLAGS.seed}
+    for game in GAMES:  # Seed 0's pair, whichever seed this command trains: the file names no seed.
+        pair = {s["variant"]: s for s in summaries if s["game"] == game and s["seed"] == 0}
         if all(pair.get(v, {}).get("td_errors") for v in ("rank", "uniform")):
             plot_td_errors(pair["rank"], pair["uniform"], out / f"fig10_{game}.png")
             write_provenance(out, f"fig10_{game}", [pair["rank"], pair["uniform"]], start)
