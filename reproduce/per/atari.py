@@ -69,12 +69,17 @@ def main(argv: list[str]) -> None:
     if FLAGS.summarise_only:  # Before any directory is made: a refusal leaves nothing behind.
         _runs.check_summarise_only(FLAGS.fresh, FLAGS.extend, FLAGS.frames, CHOOSING)
         summaries = _runs.summaries_to_build(reproduce.RESULTS / "per" / FLAGS.profile / "atari_runs")
-        out = reproduce.output_dir("per", FLAGS.profile)
-        print(_atari.write_study(out, summaries, FLAGS.profile, start))
-        _runs.print_written(out, start)
-        return
+    else:
+        summaries = train(frames, episodes, overrides)
     out = reproduce.output_dir("per", FLAGS.profile)
-    summaries_dir = out / "atari_runs"
+    print(_atari.write_study(out, summaries, FLAGS.profile, start))
+    _runs.print_written(out, start)
+
+
+def train(frames: int, episodes: int, overrides: tuple[str, ...]) -> list[dict]:
+    """Trains, evaluates and summarises every job of `--games` x `--variants` x seeds not summarised yet;
+    every summary present."""
+    summaries_dir = reproduce.output_dir("per", FLAGS.profile) / "atari_runs"
     summaries_dir.mkdir(exist_ok=True)
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"per_atari_{FLAGS.profile}"
     jobs = {
@@ -98,8 +103,7 @@ def main(argv: list[str]) -> None:
         "per.train", {name: (runs / name, flags_of[name]) for name in to_train}, done,
         fresh=FLAGS.fresh, extend=FLAGS.extend, parallel=FLAGS.jobs,
     )  # fmt: skip
-    print(_atari.write_study(out, _runs.load_summaries(summaries_dir), FLAGS.profile, start))
-    _runs.print_written(out, start)
+    return _runs.load_summaries(summaries_dir)
 
 
 if __name__ == "__main__":
