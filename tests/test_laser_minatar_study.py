@@ -145,6 +145,25 @@ def test_summarise_only_tables_every_seed_present_and_trains_nothing(tmp_path):
     assert "Not run yet: replay0_breakout_s1, replay87_breakout_s1, replay100_breakout_s1." in text
 
 
+def test_summarise_only_keeps_a_clean_record_of_unchanged_tables(tmp_path):
+    """Rebuilding unchanged tables rewrote their records with a new commit and date (seen on the committed six),
+    so `git status` was dirty after a command that changed nothing."""
+    summaries_dir = tmp_path / "laser" / "full" / "minatar_runs"
+    summaries_dir.mkdir(parents=True)
+    for arm in _studies.STUDIES["fig2_replay_fraction"].arms:
+        shutil.copy(REPO / "results" / "laser" / "full" / "minatar_runs" / f"{arm}_breakout_s0.json", summaries_dir)
+    assert summarise_only(tmp_path, "--studies=fig2_replay_fraction").returncode == 0
+    path = tmp_path / "laser" / "full" / "fig2_replay_fraction.provenance.json"
+    # As if an earlier clean commit had written it: only that commit's code made these bytes.
+    earlier = {**json.loads(path.read_text()), "commit": "a" * 40, "dirty": False, "date_utc": "2026-01-01"}
+    path.write_text(json.dumps(earlier, indent=2) + "\n")
+    assert set(earlier["outputs"]) == {f"fig2_replay_fraction.{e}" for e in ("csv", "md", "png")}
+    result = summarise_only(tmp_path, "--studies=fig2_replay_fraction")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(path.read_text()) == earlier
+    assert "wrote " in result.stdout and path.name not in result.stdout
+
+
 def test_summarise_only_with_no_summaries_is_refused_before_any_directory_is_made(tmp_path):
     result = summarise_only(tmp_path / "results")
     assert_one_line_usage_error(result, "--summarise_only: no job summaries in ", "/full/minatar_runs/")

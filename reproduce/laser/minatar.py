@@ -236,7 +236,8 @@ def plot(
 
 def write_study(stem: str, study: Study, summaries: dict[str, dict], games: list[str], seeds: list[int],
                 out: pathlib.Path, profile: str, scale: Scale) -> None:  # fmt: skip
-    """The study's table, figure and provenance from the summaries present."""
+    """The study's table, figure and provenance from the summaries present; a record that would describe the
+    same inputs and outputs is kept (`provenance.write_derived`)."""
     games, seeds = tabled(study, summaries.values(), games, seeds)
     jobs = [job_name(a, g, s) for g in games for a in study.arms for s in seeds]
     done = [j for j in jobs if j in summaries]
@@ -251,8 +252,8 @@ def write_study(stem: str, study: Study, summaries: dict[str, dict], games: list
     title = f"LASER {study.title}\n{profile} profile: MinAtar, {scale.frames:,} fresh frames per agent"
     plot(study, summaries, games, seeds, out / f"{stem}.png", title)
     agents = [(j, i, a) for j in done for i, a in enumerate(summaries[j]["agents"])]
-    provenance.write(
-        out, f"{stem}.provenance.json",
+    provenance.write_derived(
+        out, stem,
         config={f"{j}/agent_{i}": a["config"] for j, i, a in agents},
         seeds=sorted({summaries[j]["seed"] for j in done}), frames=sum(a["frames"] for _, _, a in agents),
         wall_time_s=sum(a["wall_time_s"] for _, _, a in agents),
