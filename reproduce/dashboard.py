@@ -705,7 +705,8 @@ STUDIES: tuple[Study, ...] = (
         "[--games G --variants V --frames N [--extend] | --summarise_only]`",
         "`per/full/minatar.{csv,md,png}`, `fig10_<game>.png`, one summary per run in `per/full/minatar_runs/`",
         "reduced: MinAtar, 2M frames per run (the profile's; `--extend` trains runs on toward Young & Tian's 5M), "
-        "1 seed; assembled across sessions (the table lists the runs still missing); restarted at Young & Tian's "
+        "seed 0 on every game, a second seed where the table lists one; assembled across sessions (the table lists "
+        "the runs still missing); restarted at Young & Tian's "
         "ratio and optimizer (one update per step, no momentum), the earlier studies archived below",
         "per/full/minatar",
         per_minatar,
@@ -737,7 +738,8 @@ STUDIES: tuple[Study, ...] = (
         "`python -m reproduce.per.minatar --profile full --games G --variants uniform_small_step "
         "[--frames N --extend]`",
         "`per/full/step_size.{csv,md,png}`",
-        "reduced: MinAtar, the profile's 2M frames per run or fewer (each score names its budget), 1 seed",
+        "reduced: MinAtar, the profile's 2M frames per run or fewer (each score names its budget), seed 0, a second "
+        "seed where the table lists one",
         "per/full/step_size",
         per_arms,
     ),
