@@ -706,8 +706,8 @@ STUDIES: tuple[Study, ...] = (
         "`per/full/minatar.{csv,md,png}`, `fig10_<game>.png`, one summary per run in `per/full/minatar_runs/`",
         "reduced: MinAtar, 2M frames per run (the profile's; `--extend` trains runs on toward Young & Tian's 5M), "
         "seed 0 on every game, a second seed where the table lists one; assembled across sessions (the table lists "
-        "the runs still missing); restarted at Young & Tian's "
-        "ratio and optimizer (one update per step, no momentum), the earlier studies archived below",
+        "the runs still missing); restarted at Young & Tian's ratio and optimizer (one update per step, no "
+        "momentum), the earlier studies archived below",
         "per/full/minatar",
         per_minatar,
     ),
