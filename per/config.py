@@ -130,8 +130,9 @@ class PerConfig(config_lib.EnvConfig):
         for name in ("num_actors", "td_error_snapshot_frames", "learner_threads"):
             if getattr(self, name) < 0:
                 raise UsageError(f"{name}={getattr(self, name)}: must be >= 0")
-        if self.alpha < 0:
-            raise UsageError(f"alpha={self.alpha}: must be >= 0 (0 samples uniformly)")
+        # PER §3.3's range: 0 is uniform, 1 samples by priority alone (beyond it p^alpha soon overflows).
+        if not 0.0 <= self.alpha <= 1.0:
+            raise UsageError(f"alpha={self.alpha}: must be in [0, 1] (0 samples uniformly, 1 by priority alone)")
         if self.replay == "uniform" and self.alpha:
             raise UsageError(
                 f"alpha={self.alpha} with replay=uniform, which samples with P = 1/N whatever alpha is: set alpha=0, "
@@ -141,6 +142,8 @@ class PerConfig(config_lib.EnvConfig):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise UsageError(f"{name}={value}: must be in [0, 1] (1 corrects the sampling bias fully)")
+        if self.beta_final < self.beta0:  # PER §3.4 anneals beta up to full correction, never down.
+            raise UsageError(f"beta_final={self.beta_final} < beta0={self.beta0}: beta anneals up (equal: fixed)")
         if self.priority_epsilon < 0:
             raise UsageError(f"priority_epsilon={self.priority_epsilon}: must be >= 0")
         if self.replay_capacity < max(self.batch_size, self.min_replay_size):

@@ -212,7 +212,9 @@ def test_an_actor_run_resumes_after_a_clean_stop(tmp_path):
 
 BAD_INPUT = [
     (["--config_override=replay=sorted"], "unknown replay variant 'sorted'; accepted: proportional, rank"),
-    (["--config_override=alpha=-0.5"], "alpha=-0.5: must be >= 0"),
+    (["--config_override=alpha=-0.5"], "alpha=-0.5: must be in [0, 1]"),
+    (["--config_override=alpha=60"], "alpha=60.0: must be in [0, 1] (0 samples uniformly, 1 by priority alone)"),
+    (["--config_override=beta0=0.9", "--config_override=beta_final=0.5"], "beta_final=0.5 < beta0=0.9"),
     (["--config_override=beta0=1.5"], "beta0=1.5: must be in [0, 1]"),
     (["--config_override=replay_capacity=16"], "replay_capacity=16 must hold at least batch_size=32"),
     (["--config_override=replay_capacity=400"], "and min_replay_size=500 transitions"),
