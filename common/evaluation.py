@@ -72,13 +72,17 @@ def evaluation_env(config: Any, seed: int, task: str | None = None, num_envs: in
     return envs.make_batched(spec, num_envs, seed=seed, **options)
 
 
-def load_config(directory: pathlib.Path, config_class: type) -> Any:
-    """The run's config.json. An entry point loads it before TensorFlow: a wrong RUN_DIR is answered at once."""
+def load_config(directory: pathlib.Path, config_class: type, module: str) -> Any:
+    """The run's config.json. An entry point loads it before TensorFlow: a wrong RUN_DIR is answered at once.
+
+    `module`: the entry point (`per.evaluate`, ...); a run of another agent is refused by name.
+    """
     if not directory.exists():
         raise UsageError(f"{directory}: no such run directory")
     if not (directory / "config.json").is_file():
         what = "a file" if directory.is_file() else "a directory without a config.json"
         raise UsageError(f"{directory} is {what}, not a run directory (give the directory a training run wrote)")
+    run_dir.check_trained_by(directory, module)
     return config_lib.load(config_class, directory / "config.json", "the run's")
 
 

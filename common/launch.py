@@ -162,6 +162,8 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         return
     directory = pathlib.Path(options.run_dir or default_run_dir(agent, request, config))
     run_dir.check(directory, resume=options.resume, overwrite=options.overwrite)
+    if options.resume or options.overwrite:
+        run_dir.check_trained_by(directory, agent.module, overwrite=options.overwrite)
     if directory.is_dir():
         run_dir.hold(directory)  # Refused, before anything starts, if another process trains into it.
     if options.resume:

@@ -107,6 +107,45 @@ def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
         raise UsageError(f"--overwrite deletes only a run directory: {path} holds no run (no config.json)")
 
 
+# The agents' training entry points, as a run's provenance.json names the one that started it.
+TRAINERS = ("impala.train", "laser.train", "per.train")
+
+
+def trained_by(path: pathlib.Path) -> str | None:
+    """The entry point of `TRAINERS` that started the run at `path`, from its provenance.json's command.
+
+    None if the record is missing or unreadable, or names no agent's entry
+    point (a run started inside a test's process): nothing to check then.
+    """
+    try:
+        command = json.loads((path / "provenance.json").read_text()).get("command")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return None
+    words = command.split() if isinstance(command, str) else []
+    module = words[2] if words[:2] == ["python", "-m"] and len(words) > 2 else None
+    return module if module in TRAINERS else None
+
+
+def check_trained_by(path: pathlib.Path, module: str, *, overwrite: bool = False) -> None:
+    """A `UsageError` if another agent's entry point started the run at `path`.
+
+    `module`: the command at hand (`per.train`, `per.evaluate`, ...). Read by
+    another agent, the run's config.json would be refused field by field;
+    overwritten, another agent's run would be lost to a mistyped --run_dir.
+    """
+    trainer = f"{module.split('.')[0]}.train"
+    other = trained_by(path)
+    if other is None or other == trainer:
+        return
+    if overwrite:
+        advice = f"--overwrite replaces only a run of {trainer}: choose another --run_dir"
+    elif module.endswith(".evaluate"):
+        advice = f"evaluate it with python -m {other.split('.')[0]}.evaluate"
+    else:
+        advice = f"continue it with python -m {other} --run_dir {path} --resume"
+    raise UsageError(f"{path} is a run of {other}, not of {trainer}; {advice}")
+
+
 def _check_creatable(path: pathlib.Path) -> None:
     """A `UsageError` unless `path`'s nearest existing ancestor is a directory this process may write in."""
     ancestor = path.absolute().parent

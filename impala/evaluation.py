@@ -30,7 +30,7 @@ def evaluate(argv: list[str], module: str, config_class: type, values: Any) -> N
     `values`: the entry point's flags from `common.evaluation.define_flags`.
     """
     directory = evaluation.run_directory(argv, module, values.episodes, values.envs)
-    config = evaluation.load_config(directory, config_class)
+    config = evaluation.load_config(directory, config_class, module)
     from impala import agent  # TensorFlow loads here.
 
     network, step = evaluation.restore(directory, config, agent.make_network)

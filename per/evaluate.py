@@ -46,7 +46,7 @@ def start_protocol(env: str) -> str:
 
 def main(argv: list[str]) -> None:
     directory = evaluation.run_directory(argv, "per.evaluate", FLAGS.episodes, FLAGS.envs)
-    config = evaluation.load_config(directory, PerConfig)
+    config = evaluation.load_config(directory, PerConfig, "per.evaluate")
     from per import actor  # TensorFlow loads here, once the command and RUN_DIR have passed their checks.
 
     network, step = evaluation.restore(directory, config, make_network)

@@ -203,6 +203,33 @@ def test_corrupted_config_json_is_one_line_everywhere(copied_run):
     assert usage_cases.snapshot(copied_run) == {**before, "config.json": b"{not json"}
 
 
+@pytest.mark.slow
+def test_another_agents_commands_refuse_the_run_by_name_and_keep_it(finished_run, tmp_path):
+    """An IMPALA run given to PER's and LASER's commands: one line naming the run's own command, and nothing lost.
+
+    Without the check, the resume and the evaluations listed the run's config fields as unknown, and
+    PER's --overwrite deleted the IMPALA run.
+    """
+    run = finished_run[0]
+    trained = usage_cases.run_cases(
+        "per.train", [("--resume",), ("--overwrite", "--preset=toy")], tmp_path / "train",
+        prepare=lambda run_dir: shutil.copytree(run, run_dir),
+    )  # fmt: skip
+    resumed, resumed_dir = trained[("--resume",)]
+    usage_cases.assert_one_line_error(
+        resumed, f"{resumed_dir} is a run of impala.train, not of per.train; continue it with python -m impala.train"
+    )
+    overwritten, overwritten_dir = trained[("--overwrite", "--preset=toy")]
+    usage_cases.assert_one_line_error(overwritten, "--overwrite replaces only a run of per.train: choose another")
+    for module, fragment in [("per.evaluate", "not of per.train"), ("laser.evaluate", "not of laser.train")]:
+        evaluated = usage_cases.run_cases(module, [(str(run),)], tmp_path / module, run_dir_flag=False)
+        usage_cases.assert_one_line_error(
+            evaluated[(str(run),)][0], f"{run} is a run of impala.train, {fragment}; evaluate it with python -m impala"
+        )
+    for copy in (resumed_dir, overwritten_dir):
+        assert usage_cases.snapshot(copy) == usage_cases.snapshot(run)
+
+
 def test_a_busy_port_is_one_line(tmp_path):
     holder = reverb.Server([reverb.Table.queue("q", 1)])  # gRPC would silently share this port.
     usage_cases.assert_one_line_error(run(f"--port={holder.port}", f"--run_dir={tmp_path / 'a'}"), "is already in use")

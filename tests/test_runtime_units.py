@@ -119,8 +119,8 @@ def test_evaluating_what_is_not_a_run_directory_says_so(tmp_path):
         (tmp_path.parent, f"^{tmp_path.parent} is a directory without a config.json, not a run directory"),
     ]:
         with pytest.raises(UsageError, match=message):
-            evaluation.load_config(path, type(PRESETS["toy"]))
-    assert evaluation.load_config(tmp_path, type(PRESETS["toy"])) == PRESETS["toy"]
+            evaluation.load_config(path, type(PRESETS["toy"]), "impala.evaluate")
+    assert evaluation.load_config(tmp_path, type(PRESETS["toy"]), "impala.evaluate") == PRESETS["toy"]
 
 
 def test_evaluating_a_run_without_a_checkpoint_is_a_usage_error(tmp_path):
@@ -131,8 +131,9 @@ def test_evaluating_a_run_without_a_checkpoint_is_a_usage_error(tmp_path):
     def never_built(config, env):
         raise AssertionError("no network is built without a checkpoint")
 
+    config = evaluation.load_config(tmp_path, type(PRESETS["toy"]), "impala.evaluate")
     with pytest.raises(UsageError, match=f"^{tmp_path} has no checkpoint to evaluate$"):
-        evaluation.restore(tmp_path, evaluation.load_config(tmp_path, type(PRESETS["toy"])), never_built)
+        evaluation.restore(tmp_path, config, never_built)
 
 
 def test_env_options_follow_the_env_family():
