@@ -10,7 +10,7 @@ agent and replay variants (`per.train`, presets `minatar_ddqn`, `_rank`,
     python -m reproduce.per.minatar --profile full --games breakout --variants rank_full_is,rank_no_is
     python -m reproduce.per.minatar --profile full --games breakout --variants uniform_every_4
     python -m reproduce.per.minatar --profile full --games seaquest --variants uniform_small_step
-    python -m reproduce.per.minatar --profile full --games freeway --frames 5e6 --extend  # on to Y&T's 5M
+    python -m reproduce.per.minatar --profile full --games freeway --variants uniform,proportional --frames 5e6 --extend
     python -m reproduce.per.minatar --profile quick      # smoke scale: one game, 15K frames a run
     python -m reproduce.per.minatar --profile full --summarise_only  # the tables from the summaries present
 
