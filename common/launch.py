@@ -95,7 +95,10 @@ def define_flags(agent_name: str, presets: Mapping[str, Any], default_preset: st
     flags.DEFINE_enum("preset", default_preset, list(presets), f"Named config preset ({agent_name}/config.py).")
     flags.DEFINE_string("config", None, "A saved config.json to run instead of --preset (e.g. for --role actor).")
     flags.DEFINE_string("env", None, "Env spec overriding the preset's, e.g. atari:breakout.")
-    cli.define_frames("Frame budget (total_frames), e.g. 5e6; with --resume, extends the run.")
+    cli.define_frames(
+        "Frame budget (total_frames), e.g. 5e6; by default the preset's, or with --resume the run's own. "
+        "With --resume, a larger one extends the run."
+    )
     flags.DEFINE_integer("actors", None, "Actor processes (num_actors).")
     flags.DEFINE_integer("seed", None, "Seed overriding the preset's.", lower_bound=0, upper_bound=config_lib.MAX_SEED)
     flags.DEFINE_multi_string(
