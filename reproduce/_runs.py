@@ -683,15 +683,39 @@ def earlier_budgets(run_dir: pathlib.Path, curve_points: int = 200) -> list[dict
 def at_each_budget(summaries: list[dict]) -> list[dict]:
     """Each job summary as it reads at every budget its run reached, earliest first; `budgets` set on each.
 
-    A summary without `earlier_budgets` (a run of one budget) is itself.
+    A summary without `earlier_budgets` (a run of one budget) is itself. Each
+    view's curve is `run_curve`'s up to its frames, so the rows of one run
+    agree: a later budget's peak is at least an earlier's, its first crossing
+    of a score no later.
     """
     views = []
     for summary in summaries:
         trained_to = budgets(summary.get("run_provenance")) or [summary["frames"]]
         for earlier in summary.get("earlier_budgets", []):
-            views.append({**summary, **earlier, "budgets": [b for b in trained_to if b <= earlier["budget"]]})
-        views.append({**summary, "budgets": trained_to})
+            view = {**summary, **earlier, "budgets": [b for b in trained_to if b <= earlier["budget"]]}
+            views.append({**view, "curve": run_curve(summary, up_to=earlier["frames"], first=earlier["curve"])})
+        views.append({**summary, "budgets": trained_to, "curve": run_curve(summary)})
     return views
+
+
+def run_curve(summary: dict, up_to: int | None = None, first: dict | None = None) -> dict:
+    """The run's trailing-mean curve from every curve its summary holds, up to `up_to` frames (default: its own).
+
+    `episode_scores` thins each curve to its points, spread over the episodes
+    of its own budget, so the curve at 2M frames and the one `earlier_budgets`
+    kept at 1M sample the same trailing mean at different episodes: a peak or
+    crossing one of them holds, the other may miss. Merged, they miss fewer.
+    A frame held twice keeps `first`'s point (default: the summary's curve).
+    """
+    up_to = summary["frames"] if up_to is None else up_to
+    curves = [first or summary["curve"], summary["curve"], *(e["curve"] for e in summary.get("earlier_budgets", []))]
+    points: dict[int, float] = {}
+    for curve in curves:
+        for frames, trailing in zip(curve["frames"], curve["trailing100"]):
+            if frames <= up_to:
+                points.setdefault(frames, trailing)
+    ordered = sorted(points)
+    return {"frames": ordered, "trailing100": [points[f] for f in ordered]}
 
 
 def run_config(run_dir: pathlib.Path) -> dict:

@@ -543,6 +543,37 @@ def test_the_table_has_a_row_at_each_budget_an_extended_run_reached():
     assert note == "breakout proportional seed 0: to 2,000,000, then 5,000,000, then 10,000,000 frames"
 
 
+def test_an_extended_runs_rows_read_its_curves_at_every_budget_so_they_agree():
+    """Each budget's curve samples the same trailing mean at other episodes: a point one holds counts for all rows.
+
+    The 2M curve holds the peak at 600K frames that the 1M curve, thinned over
+    fewer episodes, missed: the 1M row has it too, and no 2M point past 1M.
+    """
+    uniform = [
+        curve_run("uniform", 1_000_000, [(500_000, 2.0), (1_000_000, 8.0)]),
+        curve_run("uniform", 2_000_000, [(1_000_000, 8.0), (2_000_000, 9.0)]),
+    ]
+    extended = {
+        **curve_run("rank", 2_000_000, [(600_000, 9.0), (1_500_000, 9.5), (2_000_000, 7.0)]),
+        "run_provenance": {"segments": [
+            {"total_frames": 1_000_000, "frames_at_start": 0},
+            {"total_frames": 2_000_000, "frames_at_start": 1_000_000},
+        ]},
+        "earlier_budgets": [{
+            "budget": 1_000_000, "frames": 1_000_000, "episodes": 300, "last100": 6.0, "wall_time_s": 7.0,
+            "curve": {"frames": [300_000, 1_000_000], "trailing100": [5.0, 6.0]},
+        }],
+    }  # fmt: skip
+    rows = minatar.table_rows([*uniform, extended], {"breakout": 10.3})
+    rank = [(r["frames"], r["peak100"], r["peak_frames"], r["frames_to_uniform_final"]) for r in rows[2:]]
+    assert rank == [(1_000_000, 9.0, 600_000, 600_000), (2_000_000, 9.5, 1_500_000, 600_000)]
+    assert [r["curve_resolution"] for r in rows[2:]] == [400_000, 500_000]  # The merged points' spacing.
+    assert minatar.read_at(extended, 500_000) == 5.0  # On the 1M curve only.
+    assert _runs.run_curve(extended, up_to=1_000_000) == {
+        "frames": [300_000, 600_000, 1_000_000], "trailing100": [5.0, 9.0, 6.0],
+    }  # fmt: skip
+
+
 def test_a_summary_trained_under_an_earlier_preset_is_refused_not_kept(tmp_path):
     """The archived runs used RMSProp momentum 0.95: today's presets must not keep them as their own."""
     archived = REPO / "results" / "per" / "archive" / "rmsprop_momentum" / "minatar_runs" / "breakout_uniform_s0.json"

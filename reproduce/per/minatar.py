@@ -136,8 +136,9 @@ def summarise(run_dir: pathlib.Path, game: str, variant: str, seed: int, final: 
 def frames_to_reach(summary: dict, score: float) -> int | None:
     """First frame at which the run's 100-episode trailing mean reached `score`; None if never.
 
-    Read off the summary's curve (`_runs.episode_scores`: up to 200 points), so
-    to within `curve_resolution`; a crossing shorter than that may be missed.
+    Read off the summary's curve (`_runs.episode_scores`: up to 200 points; a
+    table row's merges the run's curves at its other budgets, `_runs.run_curve`),
+    so to within `curve_resolution`; a crossing shorter than that may be missed.
     """
     frames, trailing = np.array(summary["curve"]["frames"]), np.array(summary["curve"]["trailing100"])
     reached = np.flatnonzero(trailing >= score)
@@ -299,8 +300,8 @@ def columns_text(rows: list[dict]) -> list[str]:
         "`peak`: the highest 100-episode mean on the run's curve, at the frame given. `to uniform's final`:",
         "frames until the run's 100-episode mean first reached the uniform run's final `last100` (same game,",
         "seed and budget; PER Fig. 4/7's question; `baseline`: the uniform run itself; `-`: no uniform run",
-        "of that budget). Both are read off each run's summary curve of up to 200 points, and a briefer",
-        "crossing can be missed.",
+        "of that budget). Both are read off each run's summary curve of up to 200 points (an extended run's",
+        "merged with its curves at its other budgets, so its rows agree), and a briefer crossing can be missed.",
         *(spacing if resolution else []),
         "`sittings`: the starts a run took; a resumed run goes on from its last checkpoint (networks,",
         "optimizer, replay, schedules), with a new seed for its env and exploration. A run extended to a",
@@ -537,12 +538,13 @@ def read_at(summary: dict, frames: int) -> float | None:
     """A run's 100-episode trailing mean at its last curve point at or before `frames`; None if it has none.
 
     What a run of a larger budget had scored by `frames`, to within
-    `curve_resolution` (its episodes, which would give it exactly, are not
+    `curve_resolution`, on its curves at every budget it reached
+    (`_runs.run_curve`; its episodes, which would give it exactly, are not
     committed).
     """
-    curve_frames = np.array(summary["curve"]["frames"])
-    before = np.flatnonzero(curve_frames <= frames)
-    return float(summary["curve"]["trailing100"][before[-1]]) if len(before) else None
+    curve = _runs.run_curve(summary)
+    before = np.flatnonzero(np.array(curve["frames"]) <= frames)
+    return float(curve["trailing100"][before[-1]]) if len(before) else None
 
 
 def hours(seconds: float | None) -> str:
