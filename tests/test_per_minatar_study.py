@@ -504,7 +504,7 @@ def test_an_extended_run_keeps_its_score_at_the_budget_it_was_extended_from(tmp_
 def test_the_table_has_a_row_at_each_budget_an_extended_run_reached():
     uniform = {**summary("uniform", 5.0)}  # At 2M only.
     extended = {
-        **summary("proportional", 12.0), "frames": 5_000_000,
+        **curve_run("proportional", 5_000_000, [(1_000_000, 4.0), (3_000_000, 10.0), (5_000_000, 12.0)]),
         "run_provenance": {"segments": [
             {"total_frames": 2_000_000, "frames_at_start": 0},
             {"total_frames": 5_000_000, "frames_at_start": 2_000_000},
@@ -521,7 +521,8 @@ def test_the_table_has_a_row_at_each_budget_an_extended_run_reached():
         ("proportional", 2_000_000, 9.0, "2000000", 5.0),  # Beside uniform at its own budget, as before.
         ("proportional", 5_000_000, 12.0, "2000000 5000000", None),
     ]
-    assert rows[1]["frames_to_uniform_final"] == 2_000_000  # Its curve up to 2M (the 5M curve passes 5.0 at 1M).
+    assert rows[1]["frames_to_uniform_final"] == 2_000_000  # Its curve up to 2M, the 5M curve's 1M point merged in.
+    assert rows[2]["frames_to_uniform_final"] is None and rows[2]["peak_frames"] == 5_000_000  # No uniform at 5M.
     assert [r["sittings"] for r in rows] == [1, 1, 2]  # The 2M view counts the starts before 2M only.
     at_or_above = "frames at or above Y&T's DQN (at 5M), one per game and seed:"
     assert minatar.verdicts(rows) == [
