@@ -501,19 +501,27 @@ def test_an_extended_run_keeps_its_score_at_the_budget_it_was_extended_from(tmp_
     assert _runs.earlier_budgets(tmp_path / "once") == []  # A run of one budget has no earlier scores.
 
 
-def test_the_table_has_a_row_at_each_budget_an_extended_run_reached():
-    uniform = {**summary("uniform", 5.0)}  # At 2M only.
-    extended = {
-        **curve_run("proportional", 5_000_000, [(1_000_000, 4.0), (3_000_000, 10.0), (5_000_000, 12.0)]),
+def extended_summary(variant: str, first: list[tuple[int, float]], last: list[tuple[int, float]]) -> dict:
+    """A Breakout summary of a run trained to `first`'s last frame, then (`--extend`) to `last`'s, with each curve."""
+    first_budget, last_budget = first[-1][0], last[-1][0]
+    return {
+        **curve_run(variant, last_budget, last),
         "run_provenance": {"segments": [
-            {"total_frames": 2_000_000, "frames_at_start": 0},
-            {"total_frames": 5_000_000, "frames_at_start": 2_000_000},
+            {"total_frames": first_budget, "frames_at_start": 0},
+            {"total_frames": last_budget, "frames_at_start": first_budget},
         ]},
         "earlier_budgets": [{
-            "budget": 2_000_000, "frames": 2_000_000, "episodes": 300, "last100": 9.0, "wall_time_s": 7.0,
-            "curve": {"frames": [1_000_000, 2_000_000], "trailing100": [4.0, 9.0]},
+            "budget": first_budget, "frames": first_budget, "episodes": 300, "last100": first[-1][1],
+            "wall_time_s": 7.0, "curve": curve_run(variant, first_budget, first)["curve"],
         }],
     }  # fmt: skip
+
+
+def test_the_table_has_a_row_at_each_budget_an_extended_run_reached():
+    uniform = {**summary("uniform", 5.0)}  # At 2M only.
+    extended = extended_summary(
+        "proportional", [(1_000_000, 4.0), (2_000_000, 9.0)], [(1_000_000, 4.0), (3_000_000, 10.0), (5_000_000, 12.0)]
+    )
     rows = minatar.table_rows([uniform, extended], {"breakout": 10.3})
     seen = [(r["variant"], r["frames"], r["last100"], r["budgets"], r["uniform_final"]) for r in rows]
     assert seen == [
@@ -554,17 +562,9 @@ def test_an_extended_runs_rows_read_its_curves_at_every_budget_so_they_agree():
         curve_run("uniform", 1_000_000, [(500_000, 2.0), (1_000_000, 8.0)]),
         curve_run("uniform", 2_000_000, [(1_000_000, 8.0), (2_000_000, 9.0)]),
     ]
-    extended = {
-        **curve_run("rank", 2_000_000, [(600_000, 9.0), (1_500_000, 9.5), (2_000_000, 7.0)]),
-        "run_provenance": {"segments": [
-            {"total_frames": 1_000_000, "frames_at_start": 0},
-            {"total_frames": 2_000_000, "frames_at_start": 1_000_000},
-        ]},
-        "earlier_budgets": [{
-            "budget": 1_000_000, "frames": 1_000_000, "episodes": 300, "last100": 6.0, "wall_time_s": 7.0,
-            "curve": {"frames": [300_000, 1_000_000], "trailing100": [5.0, 6.0]},
-        }],
-    }  # fmt: skip
+    extended = extended_summary(
+        "rank", [(300_000, 5.0), (1_000_000, 6.0)], [(600_000, 9.0), (1_500_000, 9.5), (2_000_000, 7.0)]
+    )
     rows = minatar.table_rows([*uniform, extended], {"breakout": 10.3})
     rank = [(r["frames"], r["peak100"], r["peak_frames"], r["frames_to_uniform_final"]) for r in rows[2:]]
     assert rank == [(1_000_000, 9.0, 600_000, 600_000), (2_000_000, 9.5, 1_500_000, 600_000)]
