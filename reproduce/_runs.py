@@ -76,8 +76,15 @@ def train(
     """
     command = training_command(module, run_dir, flags, fresh, extend)
     if command is not None:
-        run_to_completion(command, run_dir, lambda: finished(run_dir, flags))
+        run_to_completion(command, run_dir, lambda: finished(run_dir, flags), resume_hint(fresh))
     return json.loads((run_dir / "final.json").read_text())
+
+
+def resume_hint(fresh: bool, runs: str = "the run") -> str:
+    """What resumes an interrupted run: the same command, less `--fresh`, which would set `runs` aside again."""
+    if fresh:
+        return f"run this command again without --fresh to resume (it passes --resume to {runs}; --fresh starts anew)"
+    return f"run this same command again to resume (it passes --resume to {runs} itself)"
 
 
 def finished(run_dir: pathlib.Path, flags: list[str]) -> bool:
@@ -146,11 +153,10 @@ def train_jobs(
         waiting = [name for name in unfinished if name not in kept]
         said = [f"{', '.join(started)} " + ("keeps its checkpoint" if len(started) == 1 else "keep their checkpoints")]
         said = (said if started else []) + ([f"{', '.join(waiting)} did not start"] if waiting else [])
-        print(
-            f"interrupted: {', and '.join(said)}; run this same command again to resume (it passes --resume to each "
-            "run itself)",
-            flush=True,
-        )
+        again = resume_hint(fresh, "each run")
+        if fresh and waiting:  # Without --fresh, their summaries would be kept.
+            again += f"; then {', '.join(waiting)} with --fresh"
+        print(f"interrupted: {', and '.join(said)}; {again}", flush=True)
         sys.exit(together.status or 130)
 
 
@@ -431,6 +437,9 @@ def summary_kept(
     if fresh or not path.exists():
         return False
     summary = json.loads(path.read_text())
+    if run_dir is not None and started_after(run_dir, summary):
+        say(f"{path.stem}: {describe(run_dir)} was started anew (--fresh) after {kept_summary(path)}: it goes on")
+        return False
     # A run that recorded no command is taken for the job it is named after.
     had = [f for f in recorded_flags(summary.get("run_provenance")) or flags if f.split("=")[0] in _JOB_FLAGS]
     asks = [f for f in normalized(flags) if f.split("=")[0] in _JOB_FLAGS]
@@ -455,6 +464,21 @@ def summary_kept(
         )
     say(f"{path.stem}: summarised earlier, kept: {kept_summary(path)}")
     return True
+
+
+def started_after(run_dir: pathlib.Path, summary: dict) -> bool:
+    """Whether `run_dir` holds a run first started after every start of the run `summary` records.
+
+    A retraining (`--fresh`) interrupted before it replaced the summary: the
+    job's run goes on rather than the summary being kept. A run in `run_dir`
+    older than the summary's (one it replaced, or an abandoned start) does not.
+    """
+    record = run_provenance(run_dir)
+    summarised = [s.get("date_utc") for s in recorded_segments(summary.get("run_provenance"))]
+    started = recorded_segments(record)[0].get("date_utc") if record else None
+    if started is None or not summarised or None in summarised:
+        return False
+    return all(datetime.datetime.fromisoformat(started) > datetime.datetime.fromisoformat(s) for s in summarised)
 
 
 def jobs_to_train(
@@ -836,13 +860,18 @@ def set_aside(run_dir: pathlib.Path) -> pathlib.Path | None:
     return aside
 
 
-def run_to_completion(command: list[str], run_dir: pathlib.Path, finished: Callable[[], bool]) -> None:
+def run_to_completion(
+    command: list[str],
+    run_dir: pathlib.Path,
+    finished: Callable[[], bool],
+    again: str = resume_hint(False),
+) -> None:
     """Runs `command` (a training run or sweep writing into `run_dir`) until `finished()`.
 
     Ctrl-C or SIGTERM, to this process alone or to its group, is handed to
     the training run, which saves a checkpoint and returns unfinished; this
     process waits for it, then exits with the run's status (128 + the signal)
-    and says how to continue. A failed run exits with its status.
+    and says how to continue (`again`, `resume_hint`). A failed run exits with its status.
     """
     print(" ".join(command), flush=True)
     process = subprocess.Popen(command, cwd=REPO_ROOT)
@@ -854,11 +883,7 @@ def run_to_completion(command: list[str], run_dir: pathlib.Path, finished: Calla
         sys.exit(status)
     if not finished():
         if run_dir.exists():
-            print(
-                f"interrupted: {run_dir} keeps its checkpoint; run this same command again to resume "
-                "(it passes --resume to the run itself)",
-                flush=True,
-            )
+            print(f"interrupted: {run_dir} keeps its checkpoint; {again}", flush=True)
         else:  # Stopped while it started: a run removes the directory of a start that did not happen.
             print(f"interrupted: {run_dir} did not start; run this same command again to start it", flush=True)
         sys.exit(status or 130)

@@ -423,7 +423,7 @@ def test_fresh_moves_the_old_run_aside_and_trains_anew(tmp_path, monkeypatch):
     finished = recorded_run(tmp_path / "done", "python -m impala.train --preset=toy")
     commands = []
 
-    def train_now(command, run_dir, is_finished):
+    def train_now(command, run_dir, is_finished, *_):
         commands.append(command)
         run_dir.mkdir()
         (run_dir / "final.json").write_text(json.dumps({"frames": 9}))
@@ -449,7 +449,7 @@ def test_extend_trains_a_finished_run_on_to_a_larger_budget(tmp_path, monkeypatc
         _runs.train("per.train", finished, ["--preset=q", "--frames=9"], extend=True)
     commands = []
 
-    def train_on(command, run_dir, is_finished):
+    def train_on(command, run_dir, is_finished, *_):
         commands.append(command)
         assert not is_finished()  # The shorter budget's final.json is not the end.
         (run_dir / "final.json").write_text(json.dumps({"frames": 9}))
@@ -508,6 +508,37 @@ def test_extend_replaces_a_smaller_budgets_summary_and_needs_the_run_here(tmp_pa
     _runs.check_resumable(tmp_path / "job", path)  # A run to train on: no error.
     with pytest.raises(UsageError, match=r"pass --extend to train it on to 9 frames, or --fresh"):
         _runs.summary_kept(path, False, job, extend=False, run_dir=tmp_path / "job")
+
+
+def test_a_retraining_interrupted_before_it_replaced_the_summary_goes_on_without_fresh(tmp_path, capsys, monkeypatch):
+    """`--fresh` set the summarised run aside and started anew; stopped, the same job without --fresh resumes it.
+
+    Before, the old summary was kept and the new run was never resumed, while the stop said to run the same
+    command (with --fresh) again, which sets the new run aside in turn.
+    """
+    from reproduce import _runs
+
+    command = "python -m per.train --preset=p --frames=7 --seed=0"
+    summarised = [{"command": command, "date_utc": "2026-01-01T10:00:00+00:00"}]
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({"run_provenance": {"segments": summarised}}))
+    job = ["--preset=p", "--frames=7", "--seed=0"]
+    run_dir = tmp_path / "job"
+    run_dir.mkdir()
+    for started, kept in (("2026-01-01T09:00:00+00:00", True), ("2026-01-02T09:00:00+00:00", False)):
+        segment = {"commit": "abc1234567890", "command": command, "date_utc": started}
+        (run_dir / "provenance.json").write_text(json.dumps({"segments": [segment]}))
+        assert _runs.summary_kept(path, False, job, run_dir=run_dir) is kept  # An older run is not the job's.
+        assert _runs.summary_kept(path, False, job) is True  # A study that names no run directory keeps it.
+    assert f"job: run {run_dir} (commit abc1234567) was started anew (--fresh) after {path}" in capsys.readouterr().out
+    hints = []  # What a stop of the run says to do next, with and without --fresh.
+    monkeypatch.setattr(_runs, "training_command", lambda *args: ["python"])
+    monkeypatch.setattr(_runs, "run_to_completion", lambda command, run_dir, finished, again: hints.append(again))
+    (run_dir / "final.json").write_text(json.dumps({"frames": 7}))
+    for fresh in (True, False):
+        _runs.train("per.train", run_dir, job, fresh=fresh)
+    assert hints == [_runs.resume_hint(True), _runs.resume_hint(False)]
+    assert "without --fresh to resume" in hints[0] and hints[1].startswith("run this same command again to resume")
 
 
 def test_a_summary_extended_past_a_budget_keeps_that_budgets_job_and_refuses_one_it_never_scored(tmp_path, capsys):
@@ -577,7 +608,7 @@ def test_a_fresh_retrain_to_a_larger_budget_interrupted_resumes_with_extend(tmp_
     assert _runs.jobs_to_train({"job": job}, tmp_path, tmp_path / "runs", fresh=False, extend=True) == ["job"]
     commands = []
 
-    def train_on(command, run_dir, is_finished):
+    def train_on(command, run_dir, is_finished, *_):
         commands.append(command)
         (run_dir / "final.json").write_text(json.dumps({"frames": 9}))
 

@@ -120,7 +120,9 @@ def test_a_finished_run_is_summarised_without_training(tmp_path, monkeypatch):
     assert done == ["a", "b"] and not (tmp_path / "a.most").exists()
 
 
-def stopped_study(tmp_path, behaviours: dict[str, list[str]], parallel: int, started: tuple[str, ...], signum):
+def stopped_study(
+    tmp_path, behaviours: dict[str, list[str]], parallel: int, started: tuple[str, ...], signum, fresh: bool = False
+):
     """A study of stand-in runs, in its own process, given `signum` once the runs `started` have; its output."""
     script = textwrap.dedent(f"""
         import pathlib, sys
@@ -128,7 +130,8 @@ def stopped_study(tmp_path, behaviours: dict[str, list[str]], parallel: int, sta
         from tests import test_study_jobs as t
         _runs.training_command = t.stand_in({behaviours!r})
         tmp = pathlib.Path({str(tmp_path)!r})
-        _runs.train_jobs("per.train", t.jobs_in(tmp, {list(behaviours)!r}), lambda *_: None, parallel={parallel})
+        jobs = t.jobs_in(tmp, {list(behaviours)!r})
+        _runs.train_jobs("per.train", jobs, lambda *_: None, parallel={parallel}, fresh={fresh})
     """)
     process = subprocess.Popen(
         [sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -156,6 +159,20 @@ def test_a_stop_signal_to_the_study_reaches_every_run_and_says_how_to_resume(tmp
         "run this same command again to resume (it passes --resume to each run itself)"
     )
     assert "Traceback" not in output
+
+
+def test_a_study_stopped_under_fresh_says_to_resume_without_it_and_to_retrain_the_rest_with_it(tmp_path):
+    """Run again with --fresh, the started runs would be set aside and start anew; without it, the runs that
+    did not start would keep their old summaries (`summary_kept`)."""
+    behaviours = {"a": ["forever"], "b": ["forever"], "c": ["finish"]}
+    process, output = stopped_study(tmp_path, behaviours, 2, ("a", "b"), signal.SIGINT, fresh=True)
+    assert process.returncode == 130, output
+    (interrupted,) = [line for line in output.splitlines() if line.startswith("interrupted:")]
+    assert interrupted == (
+        f"interrupted: {tmp_path / 'a'}, {tmp_path / 'b'} keep their checkpoints, and c did not start; "
+        "run this command again without --fresh to resume (it passes --resume to each run; --fresh starts anew); "
+        "then c with --fresh"
+    )
 
 
 @pytest.mark.parametrize("signum, parallel", [(signal.SIGINT, 1), (signal.SIGTERM, 2)])
