@@ -437,8 +437,9 @@ def summary_kept(
     if fresh or not path.exists():
         return False
     summary = json.loads(path.read_text())
-    if run_dir is not None and started_after(run_dir, summary):
-        say(f"{path.stem}: {describe(run_dir)} was started anew (--fresh) after {kept_summary(path)}: it goes on")
+    if run_dir is not None and retraining(run_dir, summary, flags):
+        say(f"{path.stem}: {describe(run_dir)} started after the run of {kept_summary(path)}: it goes on, and its "
+            "summary will replace that one")  # fmt: skip
         return False
     # A run that recorded no command is taken for the job it is named after.
     had = [f for f in recorded_flags(summary.get("run_provenance")) or flags if f.split("=")[0] in _JOB_FLAGS]
@@ -464,6 +465,20 @@ def summary_kept(
         )
     say(f"{path.stem}: summarised earlier, kept: {kept_summary(path)}")
     return True
+
+
+def retraining(run_dir: pathlib.Path, summary: dict, flags: list[str]) -> bool:
+    """Whether `run_dir` holds a retraining of the job `flags` ask (its flags), started after the summarised run.
+
+    As `--fresh` leaves one it stopped: that run goes on. A run of another
+    budget (a retraining toward a larger one) leaves the summary to its own checks.
+    """
+    return started_after(run_dir, summary) and job_of(started_flags(run_dir) or []) == job_of(flags)
+
+
+def job_of(flags: list[str]) -> list[str]:
+    """The flags of `flags` that name the job (`_JOB_FLAGS`), normalized and sorted."""
+    return sorted(f for f in normalized(flags) if f.split("=")[0] in _JOB_FLAGS)
 
 
 def started_after(run_dir: pathlib.Path, summary: dict) -> bool:
@@ -627,18 +642,30 @@ def summary_changes(summary: dict, config: Any) -> list[str]:
     return list(dict.fromkeys(changes))
 
 
-def check_settings(summaries: pathlib.Path, configs: dict[str, Any]) -> None:
+def check_settings(
+    summaries: pathlib.Path,
+    configs: dict[str, Any],
+    runs: pathlib.Path | None = None,
+    flags_of: dict[str, list[str]] | None = None,
+) -> None:
     """Refuses when a job's summary was trained with other settings than the job's preset now gives.
 
     `configs`: job name -> the config its flags resolve to today, or a list of
     them for a job of several runs (a sweep's members, in order). Without this
     a preset fixed since the run (an optimizer, say) would keep the old run's
-    score as the new preset's, the job's flags being the same.
+    score as the new preset's, the job's flags being the same. A job whose
+    run in `runs` is a retraining (`retraining`, its flags in `flags_of`) is
+    not refused: the summary it will replace is not kept.
     """
     refused = {}
     for name, config in configs.items():
         path = summaries / f"{name}.json"
-        if path.exists() and (changes := summary_changes(json.loads(path.read_text()), config)):
+        if not path.exists():
+            continue
+        summary = json.loads(path.read_text())
+        if runs is not None and flags_of is not None and retraining(runs / name, summary, flags_of[name]):
+            continue
+        if changes := summary_changes(summary, config):
             refused[name] = f"{path} was trained with other settings than its preset now gives ({'; '.join(changes)})"
     if refused:
         first, *others = refused

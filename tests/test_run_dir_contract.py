@@ -525,12 +525,25 @@ def test_a_retraining_interrupted_before_it_replaced_the_summary_goes_on_without
     job = ["--preset=p", "--frames=7", "--seed=0"]
     run_dir = tmp_path / "job"
     run_dir.mkdir()
-    for started, kept in (("2026-01-01T09:00:00+00:00", True), ("2026-01-02T09:00:00+00:00", False)):
-        segment = {"commit": "abc1234567890", "command": command, "date_utc": started}
+    larger = command.replace("--frames=7", "--frames=9")  # A retraining toward a larger budget: not this job.
+    for started, trained, kept in (
+        ("2026-01-01T09:00:00+00:00", command, True),  # An older run is not the summary's successor.
+        ("2026-01-02T09:00:00+00:00", larger, True),
+        ("2026-01-02T09:00:00+00:00", command, False),
+    ):
+        segment = {"commit": "abc1234567890", "command": trained, "date_utc": started}
         (run_dir / "provenance.json").write_text(json.dumps({"segments": [segment]}))
-        assert _runs.summary_kept(path, False, job, run_dir=run_dir) is kept  # An older run is not the job's.
+        assert _runs.summary_kept(path, False, job, run_dir=run_dir) is kept
         assert _runs.summary_kept(path, False, job) is True  # A study that names no run directory keeps it.
-    assert f"job: run {run_dir} (commit abc1234567) was started anew (--fresh) after {path}" in capsys.readouterr().out
+        configs, flags_of = {"job": "a config its preset no longer gives"}, {"job": job}
+        monkeypatch.setattr(_runs, "summary_changes", lambda summary, config: ["lr 1 -> 2"])
+        if kept:
+            with pytest.raises(UsageError, match="other settings than its preset now gives"):
+                _runs.check_settings(tmp_path, configs, tmp_path, flags_of)
+        else:  # The retraining is not refused for the summary it will replace.
+            _runs.check_settings(tmp_path, configs, tmp_path, flags_of)
+    said = f"job: run {run_dir} (commit abc1234567) started after the run of {path}"
+    assert said in capsys.readouterr().out
     hints = []  # What a stop of the run says to do next, with and without --fresh.
     monkeypatch.setattr(_runs, "training_command", lambda *args: ["python"])
     monkeypatch.setattr(_runs, "run_to_completion", lambda command, run_dir, finished, again: hints.append(again))

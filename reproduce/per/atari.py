@@ -91,7 +91,8 @@ def train(frames: int, episodes: int, overrides: tuple[str, ...], summaries_dir:
     }
     flags_of = {name: _atari.job_flags(v, g, frames, seed, overrides) for name, (g, v, seed) in jobs.items()}
     if not FLAGS.fresh:
-        _runs.check_settings(summaries_dir, {name: _atari.job_config(flags) for name, flags in flags_of.items()})
+        configs = {name: _atari.job_config(flags) for name, flags in flags_of.items()}
+        _runs.check_settings(summaries_dir, configs, runs, flags_of)
     to_train = _runs.jobs_to_train(flags_of, summaries_dir, runs, FLAGS.fresh, FLAGS.extend, episodes)
 
     def done(name: str, final: dict) -> None:

@@ -663,7 +663,8 @@ def train(games: list[str], frames: int, summaries_dir: pathlib.Path) -> list[di
     }
     flags_of = {name: job_flags(arm, game, frames, seed, FLAGS.profile) for name, (game, arm, seed) in jobs.items()}
     if not FLAGS.fresh:
-        _runs.check_settings(summaries_dir, {name: job_config(flags) for name, flags in flags_of.items()})
+        configs = {name: job_config(flags) for name, flags in flags_of.items()}
+        _runs.check_settings(summaries_dir, configs, runs, flags_of)
     to_train = _runs.jobs_to_train(flags_of, summaries_dir, runs, FLAGS.fresh, FLAGS.extend)
 
     def done(name: str, final: dict) -> None:

@@ -68,7 +68,7 @@ def main(argv: list[str]) -> None:
         name = f"{FLAGS.profile}_{FLAGS.game}_s{seed}"
         path = summaries_dir / f"{name}.json"
         job = ["--preset=minatar", f"--env=minatar:{FLAGS.game}", f"--frames={frames}", f"--seed={seed}"]
-        if not _runs.summary_kept(path, FLAGS.fresh, job):
+        if not _runs.summary_kept(path, FLAGS.fresh, job, run_dir=runs / name):
             final = _runs.train("impala.train", runs / name, job, FLAGS.fresh)
             summary = compare.summarise(runs / name, FLAGS.game, seed, final, width)
             _runs.write_summary(summaries_dir, name, summary, runs / name)
