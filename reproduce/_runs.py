@@ -404,12 +404,16 @@ def describe(run_dir: pathlib.Path) -> str:
     return f"run {run_dir} (commit {' then '.join(commits)}{dirty}{frames})"
 
 
+def summarised_records(summary: dict) -> list[dict]:
+    """The run provenance records a job's summary holds: its run's, or each of its agents' (a LASER job's)."""
+    records = [summary.get("run_provenance"), *(a.get("run_provenance") for a in summary.get("agents", []))]
+    return [r for r in records if r]
+
+
 def kept_summary(path: pathlib.Path) -> str:
     """ "PATH (commit C)": a job summary a study keeps, and the commits of the runs it came from."""
-    summary = json.loads(path.read_text())
-    records = [summary.get("run_provenance"), *(a.get("run_provenance") for a in summary.get("agents", []))]
     # Every segment's: an extended run was trained by more than one commit.
-    segments = [s for r in records if r for s in recorded_segments(r)]
+    segments = [s for r in summarised_records(json.loads(path.read_text())) for s in recorded_segments(r)]
     commits = dict.fromkeys(str(s.get("commit", "unknown"))[:10] for s in segments)
     return f"{path} (commit {' and '.join(commits) or 'unknown'})"
 
@@ -472,7 +476,12 @@ def retraining(run_dir: pathlib.Path, summary: dict, flags: list[str]) -> bool:
 
     As `--fresh` leaves one it stopped: that run goes on. A run of another
     budget (a retraining toward a larger one) leaves the summary to its own checks.
+    A sweep's directory (LASER's) holds its members' runs (`member_<i>`), which
+    record their learner's command, not the job's flags: any member started
+    after the summarised agents is taken for the job's retraining.
     """
+    if members := list(run_dir.glob("member_*")):
+        return any(started_after(member, summary) for member in members)
     return started_after(run_dir, summary) and job_of(started_flags(run_dir) or []) == job_of(flags)
 
 
@@ -482,14 +491,14 @@ def job_of(flags: list[str]) -> list[str]:
 
 
 def started_after(run_dir: pathlib.Path, summary: dict) -> bool:
-    """Whether `run_dir` holds a run first started after every start of the run `summary` records.
+    """Whether `run_dir` holds a run first started after every start of the runs `summary` records.
 
     A retraining (`--fresh`) interrupted before it replaced the summary: the
     job's run goes on rather than the summary being kept. A run in `run_dir`
     older than the summary's (one it replaced, or an abandoned start) does not.
     """
     record = run_provenance(run_dir)
-    summarised = [s.get("date_utc") for s in recorded_segments(summary.get("run_provenance"))]
+    summarised = [s.get("date_utc") for r in summarised_records(summary) for s in recorded_segments(r)]
     started = recorded_segments(record)[0].get("date_utc") if record else None
     if started is None or not summarised or None in summarised:
         return False

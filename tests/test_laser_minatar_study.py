@@ -207,3 +207,67 @@ def test_a_summary_trained_with_other_settings_than_its_arm_now_gives_is_refused
     configs["sweep_shared_tr_breakout_s0"] = configs["sweep_shared_tr_breakout_s0"][:2]  # Another sweep size.
     with pytest.raises(UsageError, match=r"\(9 runs -> 2\); pass --fresh"):
         _runs.check_settings(tmp_path, configs)
+
+
+# Training against a repository root (argv[1]: its results/ and runs/) in place of this one; a job that would
+# train prints its name and ends the command instead.
+TRAINING = """
+import pathlib, sys
+import common.results, reproduce
+from common import cli
+root = pathlib.Path(sys.argv.pop(1))
+reproduce.RESULTS = common.results.RESULTS = root / "results"
+reproduce.REPO_ROOT = root
+from reproduce.laser import minatar
+def run_job(arm, game, seed, scale, run_dir, fresh):
+    sys.exit(print(f"trains {run_dir.name}, fresh={fresh}"))
+minatar.run_job = run_job
+cli.run(minatar.main)
+"""
+
+
+def test_a_retraining_stopped_before_it_replaced_the_summary_goes_on_without_fresh(tmp_path):
+    """`--fresh` set a job's run aside and trained anew; stopped, the command without --fresh resumes it, as the stop
+    says (`_runs.resume_hint`). Before, the old summary was kept and the new run was never resumed."""
+    summaries_dir = tmp_path / "results" / "laser" / "full" / "minatar_runs"
+    summaries_dir.mkdir(parents=True)
+    for arm in _studies.STUDIES["fig2_replay_fraction"].arms:
+        shutil.copy(REPO / "results" / "laser" / "full" / "minatar_runs" / f"{arm}_breakout_s0.json", summaries_dir)
+    run_dir = tmp_path / "runs" / "reproduce" / "laser_minatar_full" / "replay50_breakout_s0"
+    run_dir.mkdir(parents=True)
+    flags = _studies.job_flags(_studies.ARMS["replay50"], "breakout", 0, _studies.SCALES["full"])
+    command = " ".join(["python -m laser.train", *flags, f"--run_dir={run_dir}"])
+    # Its summary's run started 2026-11-22: a run in its directory that started before is not its successor.
+    for started, trains in (("2026-11-21T00:00:00+00:00", False), ("2026-12-01T00:00:00+00:00", True)):
+        record = {"commit": "abc1234567890", "command": command, "date_utc": started}
+        (run_dir / "provenance.json").write_text(json.dumps(record))
+        result = run(sys.executable, "-c", TRAINING, str(tmp_path), "--profile=full", "--studies=fig2_replay_fraction")
+        assert result.returncode == 0, result.stderr
+        assert ("trains replay50_breakout_s0, fresh=False" in result.stdout) is trains
+    assert "replay0_breakout_s0: summarised earlier, kept" in result.stdout
+    assert f"replay50_breakout_s0: run {run_dir} (commit abc1234567) started after the run of" in result.stdout
+
+
+def test_a_sweeps_retraining_is_a_member_started_after_every_summarised_agent(tmp_path):
+    """A sweep's members record their learner's command, not the job's flags: their start dates decide."""
+    name = "sweep_shared_breakout_s0"
+    summary = json.loads((REPO / "results" / "laser" / "full" / "minatar_runs" / f"{name}.json").read_text())
+    for agent in summary["agents"]:  # As a preset changed since would: a kept summary is refused.
+        agent["config"]["discount"] = 0.9
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(summary))
+    scale = _studies.SCALES["full"]
+    flags = _studies.job_flags(_studies.ARMS["sweep_shared"], "breakout", 0, scale)
+    configs = {name: _studies.job_configs(_studies.ARMS["sweep_shared"], "breakout", 0, scale)}
+    learner = "python -m laser.train --role=learner --replay_address=localhost:1 --run_dir=member_8"
+    # Its agents started between 2026-11-23T02:34 and 04:14 (each resumed twice): 03:00 is not after them all.
+    for started, kept in (("2026-11-23T03:00:00+00:00", True), ("2026-12-01T00:00:00+00:00", False)):
+        (tmp_path / name / "member_8").mkdir(parents=True, exist_ok=True)
+        record = {"commit": "abc1234567890", "command": learner, "date_utc": started}
+        (tmp_path / name / "member_8" / "provenance.json").write_text(json.dumps(record))
+        assert _runs.summary_kept(path, False, flags, run_dir=tmp_path / name) is kept
+        if kept:
+            with pytest.raises(UsageError, match=r"\(discount 0.9 -> 0.99\); pass --fresh"):
+                _runs.check_settings(tmp_path, configs, tmp_path, {name: flags})
+        else:  # Not refused for the summary it will replace.
+            _runs.check_settings(tmp_path, configs, tmp_path, {name: flags})

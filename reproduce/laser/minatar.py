@@ -297,10 +297,13 @@ def main(argv: list[str]) -> None:
     seeds = list(range(FLAGS.seed, FLAGS.seed + FLAGS.seeds))
     start = time.time()
     if not (FLAGS.fresh or FLAGS.summarise_only):
-        jobs = {(arm, game, seed) for stem in studies() for game in study_games(STUDIES[stem])
-                for arm in STUDIES[stem].arms for seed in seeds}  # fmt: skip
+        jobs = sorted({(arm, game, seed) for stem in studies() for game in study_games(STUDIES[stem])
+                       for arm in STUDIES[stem].arms for seed in seeds})  # fmt: skip
         _runs.check_settings(
-            summaries_dir, {job_name(*job): job_configs(ARMS[job[0]], *job[1:], scale) for job in sorted(jobs)}
+            summaries_dir,
+            {job_name(*job): job_configs(ARMS[job[0]], *job[1:], scale) for job in jobs},
+            runs,
+            {job_name(*job): job_flags(ARMS[job[0]], *job[1:], scale) for job in jobs},
         )
     for stem in studies():
         study = STUDIES[stem]
@@ -311,8 +314,9 @@ def main(argv: list[str]) -> None:
                     path = summaries_dir / f"{name}.json"
                     if FLAGS.summarise_only:
                         continue
-                    if path.exists() and not FLAGS.fresh:
-                        print(f"{name}: summarised earlier, kept: {_runs.kept_summary(path)}", flush=True)
+                    # Not kept if a stopped --fresh retraining of the job is in `runs`: it goes on.
+                    asked = job_flags(ARMS[arm], game, seed, scale)
+                    if _runs.summary_kept(path, FLAGS.fresh, asked, run_dir=runs / name):
                         continue
                     run_dirs = run_job(ARMS[arm], game, seed, scale, runs / name, FLAGS.fresh)
                     summary = summarise(arm, game, seed, run_dirs, scale)
