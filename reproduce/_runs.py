@@ -395,8 +395,9 @@ def retrain_hint(
 
 
 def describe(run_dir: pathlib.Path) -> str:
-    """ "run R (commit C, N frames)": which run, and the commits that trained it."""
-    segments = recorded_segments(run_provenance(run_dir))
+    """ "run R (commit C, N frames)": which run, and the commits that trained it (a sweep's: its first member's)."""
+    members = sorted(run_dir.glob("member_*"), key=lambda member: int(member.name.split("_")[1]))
+    segments = recorded_segments(run_provenance(members[0] if members else run_dir))
     commits = list(dict.fromkeys(str(s.get("commit", "unknown"))[:10] for s in segments))
     dirty = ", a dirty tree" if any(s.get("dirty") for s in segments) else ""
     final = run_dir / "final.json"

@@ -248,7 +248,7 @@ def test_a_retraining_stopped_before_it_replaced_the_summary_goes_on_without_fre
     assert f"replay50_breakout_s0: run {run_dir} (commit abc1234567) started after the run of" in result.stdout
 
 
-def test_a_sweeps_retraining_is_a_member_started_after_every_summarised_agent(tmp_path):
+def test_a_sweeps_retraining_is_a_member_started_after_every_summarised_agent(tmp_path, capsys):
     """A sweep's members record their learner's command, not the job's flags: their start dates decide."""
     name = "sweep_shared_breakout_s0"
     summary = json.loads((REPO / "results" / "laser" / "full" / "minatar_runs" / f"{name}.json").read_text())
@@ -271,3 +271,5 @@ def test_a_sweeps_retraining_is_a_member_started_after_every_summarised_agent(tm
                 _runs.check_settings(tmp_path, configs, tmp_path, {name: flags})
         else:  # Not refused for the summary it will replace.
             _runs.check_settings(tmp_path, configs, tmp_path, {name: flags})
+    # Named by its members' commit: the sweep's directory records none of its own.
+    assert f"{name}: run {tmp_path / name} (commit abc1234567) started after the run of" in capsys.readouterr().out
