@@ -395,14 +395,19 @@ def retrain_hint(
 
 
 def describe(run_dir: pathlib.Path) -> str:
-    """ "run R (commit C, N frames)": which run, and the commits that trained it (a sweep's: its first member's)."""
-    members = sorted(run_dir.glob("member_*"), key=lambda member: int(member.name.split("_")[1]))
-    segments = recorded_segments(run_provenance(members[0] if members else run_dir))
+    """ "run R (commit C, N frames)": which run, and the commits that trained it (a sweep: its first started member)."""
+    started = [member for member in sweep_members(run_dir) if run_provenance(member)]
+    segments = recorded_segments(run_provenance(started[0] if started else run_dir))
     commits = list(dict.fromkeys(str(s.get("commit", "unknown"))[:10] for s in segments))
     dirty = ", a dirty tree" if any(s.get("dirty") for s in segments) else ""
     final = run_dir / "final.json"
     frames = f", {json.loads(final.read_text())['frames']:,} frames" if final.exists() else ""
     return f"run {run_dir} (commit {' then '.join(commits)}{dirty}{frames})"
+
+
+def sweep_members(run_dir: pathlib.Path) -> list[pathlib.Path]:
+    """A sweep's member runs (`laser.sweep`'s `member_<i>`), in member order; none in a lone run's directory."""
+    return sorted(run_dir.glob("member_*"), key=lambda member: int(member.name.split("_")[1]))
 
 
 def summarised_records(summary: dict) -> list[dict]:
@@ -436,8 +441,9 @@ def summary_kept(
     except one the run was extended past (its summary's `earlier_budgets`).
     With `extend` a smaller budget is not kept: the job trains on (`train`),
     and its summary is replaced (None: the script offers no `--extend`).
-    `run_dir`, if given, is where the job's run would be: a refusal that
-    offers `--extend` says where the run is when it is not there.
+    `run_dir`, if given, is where the job's run would be: a retraining there
+    (`retraining`) is not kept but goes on, and a refusal that offers
+    `--extend` says where the run is when it is not there.
     """
     if fresh or not path.exists():
         return False
@@ -477,12 +483,15 @@ def retraining(run_dir: pathlib.Path, summary: dict, flags: list[str]) -> bool:
 
     As `--fresh` leaves one it stopped: that run goes on. A run of another
     budget (a retraining toward a larger one) leaves the summary to its own checks.
-    A sweep's directory (LASER's) holds its members' runs (`member_<i>`), which
-    record their learner's command, not the job's flags: any member started
-    after the summarised agents is taken for the job's retraining.
+    A sweep's directory (LASER's, with its `configs`) holds its members' runs,
+    which record their learner's command, not the job's flags: it is a
+    retraining if a member started after the summarised agents, or if none
+    has started yet (stopped before its first learner), as every member of
+    the summarised sweep recorded its start.
     """
-    if members := list(run_dir.glob("member_*")):
-        return any(started_after(member, summary) for member in members)
+    if (run_dir / "configs").is_dir():
+        started = [member for member in sweep_members(run_dir) if run_provenance(member)]
+        return not started or any(started_after(member, summary) for member in started)
     return started_after(run_dir, summary) and job_of(started_flags(run_dir) or []) == job_of(flags)
 
 

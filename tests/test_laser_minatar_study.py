@@ -228,11 +228,15 @@ cli.run(minatar.main)
 
 def test_a_retraining_stopped_before_it_replaced_the_summary_goes_on_without_fresh(tmp_path):
     """`--fresh` set a job's run aside and trained anew; stopped, the command without --fresh resumes it, as the stop
-    says (`_runs.resume_hint`). Before, the old summary was kept and the new run was never resumed."""
+    says (`_runs.resume_hint`), though its preset changed since the summary. Before, the old summary was kept and
+    the new run was never resumed."""
     summaries_dir = tmp_path / "results" / "laser" / "full" / "minatar_runs"
     summaries_dir.mkdir(parents=True)
     for arm in _studies.STUDIES["fig2_replay_fraction"].arms:
         shutil.copy(REPO / "results" / "laser" / "full" / "minatar_runs" / f"{arm}_breakout_s0.json", summaries_dir)
+    summary = json.loads((summaries_dir / "replay50_breakout_s0.json").read_text())
+    summary["agents"][0]["config"]["discount"] = 0.9  # As a preset changed since would: kept, it is refused.
+    (summaries_dir / "replay50_breakout_s0.json").write_text(json.dumps(summary))
     run_dir = tmp_path / "runs" / "reproduce" / "laser_minatar_full" / "replay50_breakout_s0"
     run_dir.mkdir(parents=True)
     flags = _studies.job_flags(_studies.ARMS["replay50"], "breakout", 0, _studies.SCALES["full"])
@@ -242,8 +246,10 @@ def test_a_retraining_stopped_before_it_replaced_the_summary_goes_on_without_fre
         record = {"commit": "abc1234567890", "command": command, "date_utc": started}
         (run_dir / "provenance.json").write_text(json.dumps(record))
         result = run(sys.executable, "-c", TRAINING, str(tmp_path), "--profile=full", "--studies=fig2_replay_fraction")
-        assert result.returncode == 0, result.stderr
-        assert ("trains replay50_breakout_s0, fresh=False" in result.stdout) is trains
+        if not trains:
+            assert_one_line_usage_error(result, "replay50_breakout_s0.json was trained with other settings", "--fresh")
+    assert result.returncode == 0, result.stderr
+    assert "trains replay50_breakout_s0, fresh=False" in result.stdout
     assert "replay0_breakout_s0: summarised earlier, kept" in result.stdout
     assert f"replay50_breakout_s0: run {run_dir} (commit abc1234567) started after the run of" in result.stdout
 
@@ -259,17 +265,21 @@ def test_a_sweeps_retraining_is_a_member_started_after_every_summarised_agent(tm
     scale = _studies.SCALES["full"]
     flags = _studies.job_flags(_studies.ARMS["sweep_shared"], "breakout", 0, scale)
     configs = {name: _studies.job_configs(_studies.ARMS["sweep_shared"], "breakout", 0, scale)}
+    sweep = tmp_path / name
+    for directory in (sweep / "configs", sweep / "member_0", sweep / "member_8"):
+        directory.mkdir(parents=True)
     learner = "python -m laser.train --role=learner --replay_address=localhost:1 --run_dir=member_8"
     # Its agents started between 2026-11-23T02:34 and 04:14 (each resumed twice): 03:00 is not after them all.
-    for started, kept in (("2026-11-23T03:00:00+00:00", True), ("2026-12-01T00:00:00+00:00", False)):
-        (tmp_path / name / "member_8").mkdir(parents=True, exist_ok=True)
-        record = {"commit": "abc1234567890", "command": learner, "date_utc": started}
-        (tmp_path / name / "member_8" / "provenance.json").write_text(json.dumps(record))
-        assert _runs.summary_kept(path, False, flags, run_dir=tmp_path / name) is kept
+    # None: stopped before any member's learner started (its configs written): every summarised member had.
+    for started, kept in ((None, False), ("2026-11-23T03:00:00+00:00", True), ("2026-12-01T00:00:00+00:00", False)):
+        if started:
+            record = {"commit": "abc1234567890", "command": learner, "date_utc": started}
+            (sweep / "member_8" / "provenance.json").write_text(json.dumps(record))
+        assert _runs.summary_kept(path, False, flags, run_dir=sweep) is kept
         if kept:
             with pytest.raises(UsageError, match=r"\(discount 0.9 -> 0.99\); pass --fresh"):
                 _runs.check_settings(tmp_path, configs, tmp_path, {name: flags})
         else:  # Not refused for the summary it will replace.
             _runs.check_settings(tmp_path, configs, tmp_path, {name: flags})
-    # Named by its members' commit: the sweep's directory records none of its own.
-    assert f"{name}: run {tmp_path / name} (commit abc1234567) started after the run of" in capsys.readouterr().out
+    # Named by its first started member's commit: the sweep's directory records none of its own.
+    assert f"{name}: run {sweep} (commit abc1234567) started after the run of" in capsys.readouterr().out

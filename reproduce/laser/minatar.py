@@ -97,10 +97,6 @@ def job_name(arm: str, game: str, seed: int) -> str:
     return f"{arm}_{game}_s{seed}"
 
 
-def member_dirs(sweep_dir: pathlib.Path) -> list[pathlib.Path]:
-    return sorted(sweep_dir.glob("member_*"), key=lambda p: int(p.name.split("_")[1]))
-
-
 def run_job(arm: Arm, game: str, seed: int, scale: Scale, run_dir: pathlib.Path, fresh: bool) -> list[pathlib.Path]:
     """Trains (or resumes, or keeps) one job; returns its agents' run directories.
 
@@ -112,7 +108,7 @@ def run_job(arm: Arm, game: str, seed: int, scale: Scale, run_dir: pathlib.Path,
         return [run_dir]
     if fresh:
         _runs.set_aside(run_dir)
-    members = lambda: member_dirs(run_dir)  # noqa: E731
+    members = lambda: _runs.sweep_members(run_dir)  # noqa: E731
     finished = lambda: len(members()) == scale.sweep_agents and all((m / "final.json").exists() for m in members())  # noqa: E731
     if not finished():
         command = [sys.executable, "-m", "laser.sweep", f"--sweep_dir={run_dir}"]
@@ -314,7 +310,8 @@ def main(argv: list[str]) -> None:
                     path = summaries_dir / f"{name}.json"
                     if FLAGS.summarise_only:
                         continue
-                    # Not kept if a stopped --fresh retraining of the job is in `runs`: it goes on.
+                    # Not kept if a stopped --fresh retraining of the job is in `runs`: it goes on. (A LASER
+                    # summary records no job flags of its own: `check_settings` compared its settings above.)
                     asked = job_flags(ARMS[arm], game, seed, scale)
                     if _runs.summary_kept(path, FLAGS.fresh, asked, run_dir=runs / name):
                         continue
