@@ -396,7 +396,7 @@ def retrain_hint(
 
 def describe(run_dir: pathlib.Path) -> str:
     """ "run R (commit C, N frames)": which run, and the commits that trained it (a sweep: its first started member)."""
-    started = [member for member in sweep_members(run_dir) if run_provenance(member)]
+    started = started_members(run_dir)
     segments = recorded_segments(run_provenance(started[0] if started else run_dir))
     commits = list(dict.fromkeys(str(s.get("commit", "unknown"))[:10] for s in segments))
     dirty = ", a dirty tree" if any(s.get("dirty") for s in segments) else ""
@@ -408,6 +408,11 @@ def describe(run_dir: pathlib.Path) -> str:
 def sweep_members(run_dir: pathlib.Path) -> list[pathlib.Path]:
     """A sweep's member runs (`laser.sweep`'s `member_<i>`), in member order; none in a lone run's directory."""
     return sorted(run_dir.glob("member_*"), key=lambda member: int(member.name.split("_")[1]))
+
+
+def started_members(run_dir: pathlib.Path) -> list[pathlib.Path]:
+    """The `sweep_members` whose learner has started: each records its provenance then."""
+    return [member for member in sweep_members(run_dir) if run_provenance(member)]
 
 
 def summarised_records(summary: dict) -> list[dict]:
@@ -490,7 +495,7 @@ def retraining(run_dir: pathlib.Path, summary: dict, flags: list[str]) -> bool:
     the summarised sweep recorded its start.
     """
     if (run_dir / "configs").is_dir():
-        started = [member for member in sweep_members(run_dir) if run_provenance(member)]
+        started = started_members(run_dir)
         return not started or any(started_after(member, summary) for member in started)
     return started_after(run_dir, summary) and job_of(started_flags(run_dir) or []) == job_of(flags)
 
