@@ -34,12 +34,14 @@ RUN = textwrap.dedent("""
         sys.exit(128 + signum)
     signal.signal(signal.SIGINT, stopped)
     signal.signal(signal.SIGTERM, stopped)
+    # A run makes its directory once TensorFlow has loaded; before it marks itself running here,
+    # so that a test which waits for the marks stops runs that have their directories.
+    if behaviour != "starting":
+        run_dir.mkdir(exist_ok=True)
     marker = runs / f"{run_dir.name}.running"
     marker.write_text("")
     (runs / f"{run_dir.name}.most").write_text(str(len(list(runs.glob("*.running")))))
     print(f"training {run_dir.name}", flush=True)
-    if behaviour != "starting":  # A run makes its directory once TensorFlow has loaded.
-        run_dir.mkdir(exist_ok=True)
     if behaviour == "fail":
         sys.exit(3)
     if behaviour == "starting":  # No handler yet, as a run still importing TensorFlow: the signal ends it.
