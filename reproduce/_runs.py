@@ -458,8 +458,8 @@ def summary_kept(
             "summary will replace that one")  # fmt: skip
         return False
     # A run that recorded no command is taken for the job it is named after.
-    had = [f for f in recorded_flags(summary.get("run_provenance")) or flags if f.split("=")[0] in _JOB_FLAGS]
-    asks = [f for f in normalized(flags) if f.split("=")[0] in _JOB_FLAGS]
+    had = job_of(recorded_flags(summary.get("run_provenance")) or flags)
+    asks = job_of(flags)
     if extend and extends(had, asks):
         say(f"{path.stem}: summarised at {budget(had):,} frames, extending to {budget(asks):,}")
         return False

@@ -691,6 +691,9 @@ def test_a_summary_is_kept_only_for_the_job_asked(tmp_path, capsys):
         _runs.summary_kept(path, False, [*job[:2], "--frames=9", "--seed=0"])
     with pytest.raises(UsageError, match=r"has 30 evaluation episodes; this command asks 100 evaluation episodes"):
         _runs.summary_kept(path, False, job, eval_episodes=100)
+    # A run that recorded no command is the job asked, its budget however written (it said "at 7 frames, not 7").
+    path.write_text(json.dumps({"run_provenance": {}}))
+    assert _runs.summary_kept(path, False, [*job[:2], "--frames=7e0", "--seed=0"])
 
 
 def test_quick_profile_tables_say_smoke_scale_in_their_first_line():
