@@ -5,7 +5,10 @@ run (with final.json) is kept, a started one is resumed, so an interrupted
 study continues where it stopped. Reuse is never silent: a run is reused only
 if it was started with the same flags, and the script says which run it
 reuses and the commit that trained it. `--fresh` (`define_flags`) retrains:
-the old run directory is moved aside, never deleted. A study that offers
+the old run directory is moved aside, never deleted; a study remembers the
+request per job (`ask_fresh`) until the job's summary is replaced, so one
+stopped part-way retrains the jobs it had not reached when run again without
+`--fresh`. A study that offers
 `--extend` (`reproduce.per.atari`, `reproduce.per.minatar`) trains a run started with a smaller
 `--frames` on to the larger budget: resumed, its first segments kept, the
 run's budget then its last segment's (`recorded_flags`).
@@ -97,7 +100,7 @@ def training_command(
 ) -> list[str] | None:
     """The command that starts or resumes `train`'s run; None if it has finished (it is reused)."""
     run_dir_lib.check_not_in_use(run_dir)  # Another study (or a hand-typed command) is training it now.
-    if fresh:
+    if retrains_anew(run_dir, fresh):
         set_aside(run_dir)
     elif (run_dir / "final.json").exists() or (run_dir / "config.json").exists():
         check_same_flags(run_dir, flags, extend)
@@ -127,7 +130,12 @@ def train_jobs(
     line of a run's output is prefixed with its job's name; a run that fails
     stops the others (each saves its checkpoint), and Ctrl-C or SIGTERM reaches
     every run, as `run_to_completion` hands it to one. No job starts after either.
+    `fresh` is remembered for every job (`ask_fresh`) until its summary is
+    written: run again without it, a stopped study resumes the runs it
+    started and retrains the others anew.
     """
+    if fresh:
+        ask_fresh(run_dir for run_dir, _ in jobs.values())
     if parallel == 1:
         for name, (run_dir, flags) in jobs.items():
             done(name, train(module, run_dir, flags, fresh, extend))
@@ -154,8 +162,8 @@ def train_jobs(
         said = [f"{', '.join(started)} " + ("keeps its checkpoint" if len(started) == 1 else "keep their checkpoints")]
         said = (said if started else []) + ([f"{', '.join(waiting)} did not start"] if waiting else [])
         again = resume_hint(fresh, "each run")
-        if fresh and waiting:  # Without --fresh, their summaries would be kept.
-            again += f"; then {', '.join(waiting)} with --fresh"
+        if fresh and waiting:  # `ask_fresh` remembered them: their summaries are not kept.
+            again += f"; it retrains {', '.join(waiting)} anew too, as --fresh asked"
         print(f"interrupted: {', and '.join(said)}; {again}", flush=True)
         sys.exit(together.status or 130)
 
@@ -453,6 +461,14 @@ def summary_kept(
     if fresh or not path.exists():
         return False
     summary = json.loads(path.read_text())
+    if run_dir is not None and (asked := fresh_asked(run_dir)) is not None:
+        if retrains_anew(run_dir, False):
+            say(f"{path.stem}: --fresh asked at {asked} to retrain it: it trains anew, and its summary will replace "
+                f"{kept_summary(path)} (delete {fresh_marker(run_dir)} to keep that one instead)")  # fmt: skip
+        else:
+            say(f"{path.stem}: {describe(run_dir)} retrains it as --fresh asked at {asked}: it goes on, and its "
+                f"summary will replace {kept_summary(path)}")  # fmt: skip
+        return False
     if run_dir is not None and retraining(run_dir, summary, flags):
         say(f"{path.stem}: {describe(run_dir)} started after the run of {kept_summary(path)}: it goes on, and its "
             "summary will replace that one")  # fmt: skip
@@ -484,20 +500,20 @@ def summary_kept(
 
 
 def retraining(run_dir: pathlib.Path, summary: dict, flags: list[str]) -> bool:
-    """Whether `run_dir` holds a retraining of the job `flags` ask (its flags), started after the summarised run.
+    """Whether the job's summary is to be replaced: `--fresh` asked it and it has not been (`ask_fresh`), or
+    `run_dir` holds a retraining of the job `flags` ask (its flags) started since the summarised run (`started_since`).
 
     As `--fresh` leaves one it stopped: that run goes on. A run of another
-    budget (a retraining toward a larger one) leaves the summary to its own checks.
-    A sweep's directory (LASER's, with its `configs`) holds its members' runs,
-    which record their learner's command, not the job's flags: it is a
-    retraining if a member started after the summarised agents, or if none
-    has started yet (stopped before its first learner), as every member of
-    the summarised sweep recorded its start.
+    budget (a retraining toward a larger one) leaves the summary to its own
+    checks. A sweep's members record their learner's command, not the job's
+    flags: any member started since makes it a retraining.
     """
+    if fresh_asked(run_dir) is not None:
+        return True
+    summarised = [s.get("date_utc") for r in summarised_records(summary) for s in recorded_segments(r)]
     if (run_dir / "configs").is_dir():
-        started = started_members(run_dir)
-        return not started or any(started_after(member, summary) for member in started)
-    return started_after(run_dir, summary) and job_of(started_flags(run_dir) or []) == job_of(flags)
+        return started_since(run_dir, summarised)
+    return started_since(run_dir, summarised) and job_of(started_flags(run_dir) or []) == job_of(flags)
 
 
 def job_of(flags: list[str]) -> list[str]:
@@ -505,19 +521,67 @@ def job_of(flags: list[str]) -> list[str]:
     return sorted(f for f in normalized(flags) if f.split("=")[0] in _JOB_FLAGS)
 
 
-def started_after(run_dir: pathlib.Path, summary: dict) -> bool:
-    """Whether `run_dir` holds a run first started after every start of the runs `summary` records.
+def started_since(run_dir: pathlib.Path, dates: list[str | None], at_or_after: bool = False) -> bool:
+    """Whether `run_dir` holds a run first started after every one of `dates` (UTC, ISO 8601).
 
-    A retraining (`--fresh`) interrupted before it replaced the summary: the
-    job's run goes on rather than the summary being kept. A run in `run_dir`
-    older than the summary's (one it replaced, or an abandoned start) does not.
+    A retraining (`--fresh`) interrupted before it replaced a summary whose
+    runs started at `dates`: the job's run goes on rather than the summary
+    being kept. A run older than them (one it replaced, or an abandoned start)
+    does not. A sweep's directory (LASER's, with its `configs`) holds its
+    members' runs: it started since if a member did, or if none has started
+    yet (stopped before its first learner), as every member of a finished
+    sweep recorded its start. `at_or_after`: a run started in the second of
+    a date counts (a `--fresh` request's, which a run started by it may share).
     """
+    if (run_dir / "configs").is_dir():
+        started = started_members(run_dir)
+        return not started or any(started_since(member, dates, at_or_after) for member in started)
     record = run_provenance(run_dir)
-    summarised = [s.get("date_utc") for r in summarised_records(summary) for s in recorded_segments(r)]
     started = recorded_segments(record)[0].get("date_utc") if record else None
-    if started is None or not summarised or None in summarised:
+    if started is None or not dates or None in dates:
         return False
-    return all(datetime.datetime.fromisoformat(started) > datetime.datetime.fromisoformat(s) for s in summarised)
+    first = datetime.datetime.fromisoformat(started)
+    return all(first >= d if at_or_after else first > d for d in map(datetime.datetime.fromisoformat, dates))
+
+
+def fresh_marker(run_dir: pathlib.Path) -> pathlib.Path:
+    """Where `ask_fresh` remembers a job's `--fresh`: `<name>.fresh` beside its run directory."""
+    return run_dir.with_name(f"{run_dir.name}.fresh")
+
+
+def ask_fresh(run_dirs: Iterable[pathlib.Path]) -> None:
+    """Remembers that `--fresh` asked the jobs in `run_dirs` to retrain, until each one's summary is replaced.
+
+    A study stopped part-way is resumed without `--fresh` (which would set the
+    stopped run aside again); the jobs it had not reached must still retrain,
+    not keep their old summaries. `forget_fresh` clears a job's request once
+    its new summary is written.
+    """
+    asked = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    for run_dir in run_dirs:
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        fresh_marker(run_dir).write_text(asked + "\n")
+
+
+def fresh_asked(run_dir: pathlib.Path) -> str | None:
+    """When `--fresh` asked the job in `run_dir` to retrain (`ask_fresh`), if its summary is not replaced since."""
+    marker = fresh_marker(run_dir)
+    return marker.read_text().strip() if marker.exists() else None
+
+
+def forget_fresh(run_dir: pathlib.Path) -> None:
+    """The job in `run_dir` retrained as `--fresh` asked: its new summary is written."""
+    fresh_marker(run_dir).unlink(missing_ok=True)
+
+
+def retrains_anew(run_dir: pathlib.Path, fresh: bool) -> bool:
+    """Whether the job's run in `run_dir` is set aside and starts anew.
+
+    With `fresh`, or when `--fresh` asked it earlier (`ask_fresh`) and no run
+    has started in `run_dir` since: one that has is that retraining, resumed.
+    """
+    asked = fresh_asked(run_dir)
+    return fresh or (asked is not None and not started_since(run_dir, [asked], at_or_after=True))
 
 
 def jobs_to_train(
@@ -543,9 +607,9 @@ def jobs_to_train(
         try:
             if summary_kept(summary, fresh, flags, eval_episodes, extend, notices.append, runs / name):
                 continue
-            if extend and summary.exists():  # Not kept: a smaller budget, to train on.
+            if extend and summary.exists() and not retrains_anew(runs / name, fresh):  # A smaller budget: on.
                 check_resumable(runs / name, summary)
-            if not fresh:
+            if not retrains_anew(runs / name, fresh):
                 check_same_flags(runs / name, flags, extend)
         except UsageError as refusal:
             refusals[name] = refusal
@@ -813,6 +877,7 @@ def write_summary(directory: pathlib.Path, name: str, summary: dict, run_dir: pa
     directory.mkdir(parents=True, exist_ok=True)
     (directory / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n")
     (directory / f"{name}.provenance.json").write_text((run_dir / "provenance.json").read_text())
+    forget_fresh(run_dir)
 
 
 def check_summarise_only(

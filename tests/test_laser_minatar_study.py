@@ -254,6 +254,55 @@ def test_a_retraining_stopped_before_it_replaced_the_summary_goes_on_without_fre
     assert f"replay50_breakout_s0: run {run_dir} (commit abc1234567) started after the run of" in result.stdout
 
 
+# The study's `main` with every job's training a line (stopped, exit 130, at the job argv[2] names) and its
+# summary the committed one.
+TRAINING_EACH = """
+import json, pathlib, sys
+import common.results, reproduce
+from common import cli
+root, stop_at = pathlib.Path(sys.argv.pop(1)), sys.argv.pop(1)
+reproduce.RESULTS = common.results.RESULTS = root / "results"
+reproduce.REPO_ROOT = root
+from reproduce.laser import minatar
+def run_job(arm, game, seed, scale, run_dir, fresh):
+    print(f"trains {run_dir.name}, fresh={fresh}, anew={minatar._runs.retrains_anew(run_dir, fresh)}", flush=True)
+    if run_dir.name == stop_at:
+        sys.exit(130)
+    return [run_dir]
+def summarise(arm, game, seed, run_dirs, scale):
+    committed = pathlib.Path(minatar.__file__).parents[2] / "results" / "laser" / "full" / "minatar_runs"
+    return json.loads((committed / f"{minatar.job_name(arm, game, seed)}.json").read_text())
+minatar.run_job, minatar.summarise = run_job, summarise
+cli.run(minatar.main)
+"""
+
+
+def test_a_fresh_study_stopped_part_way_retrains_the_jobs_it_had_not_reached_without_fresh(tmp_path):
+    """`--fresh` is remembered per job (`_runs.ask_fresh`) until its summary is replaced: run again without it
+    (as the stop says, so that the stopped run resumes), the jobs not reached retrain rather than keep their
+    old summaries. A job two studies share (replay87) trains once: before, `--fresh` trained it twice."""
+    summaries_dir = tmp_path / "results" / "laser" / "full" / "minatar_runs"
+    summaries_dir.mkdir(parents=True)
+    arms = ("capacity20k", "capacity100k", "replay87", "replay0", "replay50", "replay100")
+    for arm in arms:
+        shutil.copy(REPO / "results" / "laser" / "full" / "minatar_runs" / f"{arm}_breakout_s0.json", summaries_dir)
+    runs = tmp_path / "runs" / "reproduce" / "laser_minatar_full"
+    study = ["--profile=full", "--studies=fig2_capacity,fig2_replay_fraction", "--games=breakout"]
+    fresh = run(sys.executable, "-c", TRAINING_EACH, str(tmp_path), "replay50_breakout_s0", *study, "--fresh")
+    assert fresh.returncode == 130, fresh.stderr
+    trained = [line.split(",")[0] for line in fresh.stdout.splitlines() if line.startswith("trains ")]
+    assert trained == [f"trains {arm}_breakout_s0" for arm in arms[:5]]  # replay87 once, then stopped in replay50.
+    assert sorted(p.name for p in runs.glob("*.fresh")) == ["replay100_breakout_s0.fresh", "replay50_breakout_s0.fresh"]
+    again = run(sys.executable, "-c", TRAINING_EACH, str(tmp_path), "none", *study)
+    assert again.returncode == 0, again.stderr
+    trained = [line for line in again.stdout.splitlines() if line.startswith("trains ")]
+    # No run started in replay50's directory here (the stand-in made none): it too starts anew.
+    assert trained == [f"trains {arm}_breakout_s0, fresh=False, anew=True" for arm in ("replay50", "replay100")]
+    assert "replay100_breakout_s0: --fresh asked at " in again.stdout and "it trains anew, and its" in again.stdout
+    assert "replay87_breakout_s0: summarised earlier, kept" in again.stdout
+    assert not list(runs.glob("*.fresh"))
+
+
 def test_a_sweeps_retraining_is_a_member_started_after_every_summarised_agent(tmp_path, capsys):
     """A sweep's members record their learner's command, not the job's flags: their start dates decide."""
     name = "sweep_shared_breakout_s0"

@@ -696,6 +696,37 @@ def test_a_summary_is_kept_only_for_the_job_asked(tmp_path, capsys):
     assert _runs.summary_kept(path, False, [*job[:2], "--frames=7e0", "--seed=0"])
 
 
+def test_a_fresh_asked_is_remembered_until_the_jobs_summary_is_written(tmp_path, capsys):
+    """A study stopped under `--fresh` is run again without it: each job it asked goes on retraining (a run
+    started since the request resumes, an older one is set aside), and keeps no summary, until its own is written."""
+    from reproduce import _runs
+
+    job = ["--preset=p", "--env=minatar:breakout", "--frames=7", "--seed=0"]
+    command = "python -m per.train " + " ".join(job)
+    path, run_dir = tmp_path / "summaries" / "job.json", tmp_path / "runs" / "job"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"run_provenance": {"command": command, "date_utc": "2026-01-01T00:00:00+00:00"}}))
+    assert _runs.summary_kept(path, False, job, run_dir=run_dir) and _runs.fresh_asked(run_dir) is None
+    _runs.ask_fresh([run_dir])
+    asked = _runs.fresh_asked(run_dir)
+    run_dir.mkdir()
+    record = {"commit": "abc1234567890", "command": command.replace("--preset=p", "--preset=q")}
+    for started, anew in (("2026-01-02T00:00:00+00:00", True), (asked, False)):  # The request's second counts.
+        (run_dir / "provenance.json").write_text(json.dumps({**record, "date_utc": started}))
+        assert _runs.retrains_anew(run_dir, False) is anew and _runs.retrains_anew(run_dir, True)
+        assert not _runs.summary_kept(path, False, job, run_dir=run_dir)
+        said = capsys.readouterr().out
+        assert (f"it trains anew, and its summary will replace {path}" in said) is anew
+        assert (f"job: run {run_dir} (commit abc1234567) retrains it as --fresh asked at {asked}" in said) is not anew
+    # An old run of other flags is not refused: it is set aside. (The retraining's own flags are checked.)
+    (run_dir / "provenance.json").write_text(json.dumps({**record, "date_utc": "2026-01-02T00:00:00+00:00"}))
+    (run_dir / "config.json").write_text("{}")
+    assert _runs.jobs_to_train({"job": job}, path.parent, run_dir.parent, False, False) == ["job"]
+    _runs.write_summary(path.parent, "job", {"run_provenance": {"command": command}}, run_dir)
+    assert _runs.fresh_asked(run_dir) is None
+    assert _runs.jobs_to_train({"job": job}, path.parent, run_dir.parent, False, False) == []  # Kept again.
+
+
 def test_quick_profile_tables_say_smoke_scale_in_their_first_line():
     import reproduce
 

@@ -163,9 +163,9 @@ def test_a_stop_signal_to_the_study_reaches_every_run_and_says_how_to_resume(tmp
     assert "Traceback" not in output
 
 
-def test_a_study_stopped_under_fresh_says_to_resume_without_it_and_to_retrain_the_rest_with_it(tmp_path):
-    """Run again with --fresh, the started runs would be set aside and start anew; without it, the runs that
-    did not start would keep their old summaries (`summary_kept`)."""
+def test_a_study_stopped_under_fresh_says_to_resume_without_it_which_retrains_the_rest(tmp_path):
+    """Run again with --fresh, the started runs would be set aside and start anew; without it, they resume,
+    and the runs that did not start retrain anew, not keeping their old summaries: `--fresh` is remembered."""
     behaviours = {"a": ["forever"], "b": ["forever"], "c": ["finish"]}
     process, output = stopped_study(tmp_path, behaviours, 2, ("a", "b"), signal.SIGINT, fresh=True)
     assert process.returncode == 130, output
@@ -173,8 +173,9 @@ def test_a_study_stopped_under_fresh_says_to_resume_without_it_and_to_retrain_th
     assert interrupted == (
         f"interrupted: {tmp_path / 'a'}, {tmp_path / 'b'} keep their checkpoints, and c did not start; "
         "run this command again without --fresh to resume (it passes --resume to each run; --fresh starts anew); "
-        "then c with --fresh"
+        "it retrains c anew too, as --fresh asked"
     )
+    assert all(_runs.fresh_asked(tmp_path / name) for name in ("a", "b", "c"))
 
 
 @pytest.mark.parametrize("signum, parallel", [(signal.SIGINT, 1), (signal.SIGTERM, 2)])

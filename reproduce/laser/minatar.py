@@ -100,13 +100,15 @@ def job_name(arm: str, game: str, seed: int) -> str:
 def run_job(arm: Arm, game: str, seed: int, scale: Scale, run_dir: pathlib.Path, fresh: bool) -> list[pathlib.Path]:
     """Trains (or resumes, or keeps) one job; returns its agents' run directories.
 
-    `fresh`: the job's run (or sweep) directory, if any, is moved aside and it trains anew.
+    `fresh`: the job's run (or sweep) directory, if any, is moved aside and it
+    trains anew; so too without it, if an earlier `--fresh` asked it and its
+    retraining has not started (`_runs.retrains_anew`).
     """
     train_flags = job_flags(arm, game, seed, scale)
     if not arm.sweep:
         _runs.train("laser.train", run_dir, train_flags, fresh)
         return [run_dir]
-    if fresh:
+    if _runs.retrains_anew(run_dir, fresh):
         _runs.set_aside(run_dir)
     members = lambda: _runs.sweep_members(run_dir)  # noqa: E731
     finished = lambda: len(members()) == scale.sweep_agents and all((m / "final.json").exists() for m in members())  # noqa: E731
@@ -292,15 +294,18 @@ def main(argv: list[str]) -> None:
     # With --summarise_only (which refuses --seed and --seeds) seed 0: the tables add every seed present (`tabled`).
     seeds = list(range(FLAGS.seed, FLAGS.seed + FLAGS.seeds))
     start = time.time()
-    if not (FLAGS.fresh or FLAGS.summarise_only):
-        jobs = sorted({(arm, game, seed) for stem in studies() for game in study_games(STUDIES[stem])
-                       for arm in STUDIES[stem].arms for seed in seeds})  # fmt: skip
+    jobs = sorted({(arm, game, seed) for stem in studies() for game in study_games(STUDIES[stem])
+                   for arm in STUDIES[stem].arms for seed in seeds})  # fmt: skip
+    if FLAGS.fresh:  # Remembered until each job's summary is replaced: a stopped retraining resumes without it.
+        _runs.ask_fresh(runs / job_name(*job) for job in jobs)
+    elif not FLAGS.summarise_only:
         _runs.check_settings(
             summaries_dir,
             {job_name(*job): job_configs(ARMS[job[0]], *job[1:], scale) for job in jobs},
             runs,
             {job_name(*job): job_flags(ARMS[job[0]], *job[1:], scale) for job in jobs},
         )
+    summarised_now = set()  # A job two studies share (Fig. 2's replay87, say) trains once.
     for stem in studies():
         study = STUDIES[stem]
         for game in study_games(study):
@@ -308,7 +313,7 @@ def main(argv: list[str]) -> None:
                 for seed in seeds:
                     name = job_name(arm, game, seed)
                     path = summaries_dir / f"{name}.json"
-                    if FLAGS.summarise_only:
+                    if FLAGS.summarise_only or name in summarised_now:
                         continue
                     # Not kept if a stopped --fresh retraining of the job is in `runs`: it goes on. (A LASER
                     # summary records no job flags of its own: `check_settings` compared its settings above.)
@@ -319,6 +324,8 @@ def main(argv: list[str]) -> None:
                     summary = summarise(arm, game, seed, run_dirs, scale)
                     path.write_text(json.dumps(summary, indent=1) + "\n")
                     write_job_provenance(summaries_dir, name, summary)
+                    _runs.forget_fresh(runs / name)
+                    summarised_now.add(name)
                     print(f"{name}: summarised into {path} ({time.time() - start:.0f}s into this command)", flush=True)
     summaries = {
         p.stem: json.loads(p.read_text())

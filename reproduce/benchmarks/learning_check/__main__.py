@@ -64,8 +64,10 @@ def main(argv: list[str]) -> None:
     summaries_dir = out / "learning_check_runs"
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"impala_learning_check_{FLAGS.profile}"
     summaries = []
-    for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds):
-        name = f"{FLAGS.profile}_{FLAGS.game}_s{seed}"
+    name_of = {seed: f"{FLAGS.profile}_{FLAGS.game}_s{seed}" for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds)}
+    if FLAGS.fresh:  # Remembered until each seed's summary is replaced: a stopped retraining resumes without it.
+        _runs.ask_fresh(runs / name for name in name_of.values())
+    for seed, name in name_of.items():
         path = summaries_dir / f"{name}.json"
         job = ["--preset=minatar", f"--env=minatar:{FLAGS.game}", f"--frames={frames}", f"--seed={seed}"]
         if not _runs.summary_kept(path, FLAGS.fresh, job, run_dir=runs / name):
