@@ -6,7 +6,7 @@ study continues where it stopped. Reuse is never silent: a run is reused only
 if it was started with the same flags, and the script says which run it
 reuses and the commit that trained it. `--fresh` (`define_flags`) retrains:
 the old run directory is moved aside, never deleted; a study remembers the
-request per job (`ask_fresh`) until the job's summary is replaced, so one
+request per job (`ask_fresh`) until the job's run has retrained, so one
 stopped part-way retrains the jobs it had not reached when run again without
 `--fresh`. A study that offers
 `--extend` (`reproduce.per.atari`, `reproduce.per.minatar`) trains a run started with a smaller
@@ -28,6 +28,7 @@ import dataclasses
 import datetime
 import hashlib
 import json
+import os
 import pathlib
 import shlex
 import signal
@@ -79,7 +80,8 @@ def train(
     """
     command = training_command(module, run_dir, flags, fresh, extend)
     if command is not None:
-        run_to_completion(command, run_dir, lambda: finished(run_dir, flags), resume_hint(fresh))
+        run_to_completion(command, run_dir, lambda: finished(run_dir, flags), fresh)
+    forget_fresh(run_dir)
     return json.loads((run_dir / "final.json").read_text())
 
 
@@ -130,8 +132,8 @@ def train_jobs(
     line of a run's output is prefixed with its job's name; a run that fails
     stops the others (each saves its checkpoint), and Ctrl-C or SIGTERM reaches
     every run, as `run_to_completion` hands it to one. No job starts after either.
-    `fresh` is remembered for every job (`ask_fresh`) until its summary is
-    written: run again without it, a stopped study resumes the runs it
+    `fresh` is remembered for every job (`ask_fresh`) until its run has
+    retrained: run again without it, a stopped study resumes the runs it
     started and retrains the others anew.
     """
     if fresh:
@@ -142,12 +144,14 @@ def train_jobs(
         return
     commands = {name: training_command(module, *job, fresh, extend) for name, job in jobs.items()}
     for name in [name for name, command in commands.items() if command is None]:
+        forget_fresh(jobs[name][0])
         done(name, json.loads((jobs[name][0] / "final.json").read_text()))
     together = _Together({name: c for name, c in commands.items() if c is not None}, parallel)
     with on_stop_signals(lambda signum, _: together.stop(signum)), contextlib.closing(together.run()) as exited:
         for name in exited:
             run_dir, flags = jobs[name]
             if finished(run_dir, flags):
+                forget_fresh(run_dir)
                 done(name, json.loads((run_dir / "final.json").read_text()))
     unfinished = [name for name, command in commands.items() if command is not None and not finished(*jobs[name])]
     if together.failure is not None:
@@ -446,7 +450,10 @@ def summary_kept(
     say: Callable[[str], None] = lambda line: print(line, flush=True),
     run_dir: pathlib.Path | None = None,
 ) -> bool:
-    """Whether the job summarised in `path` is kept, not trained again (it exists and `fresh` is off); `say`s so.
+    """Whether the job summarised in `path` is kept, not trained again; `say`s so.
+
+    It exists, `fresh` is off and no earlier `--fresh` still asks the job
+    in `run_dir` to retrain (`ask_fresh`).
 
     A summary is kept only for the job asked: its run's `_JOB_FLAGS` must be
     the job's training `flags`, and its evaluation the `eval_episodes` asked
@@ -506,13 +513,14 @@ def retraining(run_dir: pathlib.Path, summary: dict, flags: list[str]) -> bool:
     As `--fresh` leaves one it stopped: that run goes on. A run of another
     budget (a retraining toward a larger one) leaves the summary to its own
     checks. A sweep's members record their learner's command, not the job's
-    flags: any member started since makes it a retraining.
+    flags: any member started since makes it a retraining, as does none
+    started yet (every member of a summarised sweep recorded its start).
     """
-    if fresh_asked(run_dir) is not None:
+    if fresh_asked(run_dir) is not None:  # For `check_settings`: `summary_kept` says so first.
         return True
     summarised = [s.get("date_utc") for r in summarised_records(summary) for s in recorded_segments(r)]
-    if (run_dir / "configs").is_dir():
-        return started_since(run_dir, summarised)
+    if (run_dir / "configs").is_dir():  # No member started: stopped before its first learner, as none summarised.
+        return not started_members(run_dir) or started_since(run_dir, summarised)
     return started_since(run_dir, summarised) and job_of(started_flags(run_dir) or []) == job_of(flags)
 
 
@@ -528,14 +536,12 @@ def started_since(run_dir: pathlib.Path, dates: list[str | None], at_or_after: b
     runs started at `dates`: the job's run goes on rather than the summary
     being kept. A run older than them (one it replaced, or an abandoned start)
     does not. A sweep's directory (LASER's, with its `configs`) holds its
-    members' runs: it started since if a member did, or if none has started
-    yet (stopped before its first learner), as every member of a finished
-    sweep recorded its start. `at_or_after`: a run started in the second of
-    a date counts (a `--fresh` request's, which a run started by it may share).
+    members' runs: it started since if a member did. `at_or_after`: a run
+    started in the second of a date counts (a `--fresh` request's, which a
+    run started by it may share).
     """
     if (run_dir / "configs").is_dir():
-        started = started_members(run_dir)
-        return not started or any(started_since(member, dates, at_or_after) for member in started)
+        return any(started_since(member, dates, at_or_after) for member in started_members(run_dir))
     record = run_provenance(run_dir)
     started = recorded_segments(record)[0].get("date_utc") if record else None
     if started is None or not dates or None in dates:
@@ -550,27 +556,37 @@ def fresh_marker(run_dir: pathlib.Path) -> pathlib.Path:
 
 
 def ask_fresh(run_dirs: Iterable[pathlib.Path]) -> None:
-    """Remembers that `--fresh` asked the jobs in `run_dirs` to retrain, until each one's summary is replaced.
+    """Remembers that `--fresh` asked the jobs in `run_dirs` to retrain, until each one's run has.
 
     A study stopped part-way is resumed without `--fresh` (which would set the
     stopped run aside again); the jobs it had not reached must still retrain,
-    not keep their old summaries. `forget_fresh` clears a job's request once
-    its new summary is written.
+    not keep their old summaries or finished runs. `forget_fresh` clears a
+    job's request once its run finishes (`train`, `train_jobs`; LASER's
+    sweeps once summarised).
     """
     asked = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     for run_dir in run_dirs:
         run_dir.parent.mkdir(parents=True, exist_ok=True)
-        fresh_marker(run_dir).write_text(asked + "\n")
+        written = run_dir.with_name(f"{run_dir.name}.fresh.part")
+        written.write_text(asked + "\n")
+        os.replace(written, fresh_marker(run_dir))  # Whole or not at all.
 
 
 def fresh_asked(run_dir: pathlib.Path) -> str | None:
-    """When `--fresh` asked the job in `run_dir` to retrain (`ask_fresh`), if its summary is not replaced since."""
+    """When `--fresh` asked the job in `run_dir` to retrain (`ask_fresh`), if its run has not retrained since."""
     marker = fresh_marker(run_dir)
-    return marker.read_text().strip() if marker.exists() else None
+    if not marker.exists():
+        return None
+    asked = marker.read_text().strip()
+    try:
+        datetime.datetime.fromisoformat(asked)
+    except ValueError:
+        raise UsageError(f"{marker} holds no time --fresh was asked ({asked!r}): delete it, or pass --fresh") from None
+    return asked
 
 
 def forget_fresh(run_dir: pathlib.Path) -> None:
-    """The job in `run_dir` retrained as `--fresh` asked: its new summary is written."""
+    """The job in `run_dir` retrained as `--fresh` asked."""
     fresh_marker(run_dir).unlink(missing_ok=True)
 
 
@@ -607,10 +623,15 @@ def jobs_to_train(
         try:
             if summary_kept(summary, fresh, flags, eval_episodes, extend, notices.append, runs / name):
                 continue
-            if extend and summary.exists() and not retrains_anew(runs / name, fresh):  # A smaller budget: on.
-                check_resumable(runs / name, summary)
             if not retrains_anew(runs / name, fresh):
+                if extend and summary.exists():  # Not kept: a smaller budget, to train on.
+                    check_resumable(runs / name, summary)
                 check_same_flags(runs / name, flags, extend)
+            elif extend:  # An earlier --fresh's: its old run is not the one to train on.
+                raise UsageError(
+                    f"{name}: --fresh asked at {fresh_asked(runs / name)} to retrain it, and --extend trains its "
+                    f"run on: run without --extend to retrain it, or delete {fresh_marker(runs / name)} first"
+                )
         except UsageError as refusal:
             refusals[name] = refusal
         names.append(name)
@@ -877,7 +898,6 @@ def write_summary(directory: pathlib.Path, name: str, summary: dict, run_dir: pa
     directory.mkdir(parents=True, exist_ok=True)
     (directory / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n")
     (directory / f"{name}.provenance.json").write_text((run_dir / "provenance.json").read_text())
-    forget_fresh(run_dir)
 
 
 def check_summarise_only(
@@ -977,17 +997,15 @@ def set_aside(run_dir: pathlib.Path) -> pathlib.Path | None:
 
 
 def run_to_completion(
-    command: list[str],
-    run_dir: pathlib.Path,
-    finished: Callable[[], bool],
-    again: str = resume_hint(False),
+    command: list[str], run_dir: pathlib.Path, finished: Callable[[], bool], fresh: bool = False
 ) -> None:
     """Runs `command` (a training run or sweep writing into `run_dir`) until `finished()`.
 
     Ctrl-C or SIGTERM, to this process alone or to its group, is handed to
     the training run, which saves a checkpoint and returns unfinished; this
     process waits for it, then exits with the run's status (128 + the signal)
-    and says how to continue (`again`, `resume_hint`). A failed run exits with its status.
+    and says how to continue (`resume_hint`: without `--fresh`, if the command
+    had it). A failed run exits with its status.
     """
     print(" ".join(command), flush=True)
     process = subprocess.Popen(command, cwd=REPO_ROOT)
@@ -999,7 +1017,10 @@ def run_to_completion(
         sys.exit(status)
     if not finished():
         if run_dir.exists():
-            print(f"interrupted: {run_dir} keeps its checkpoint; {again}", flush=True)
+            print(f"interrupted: {run_dir} keeps its checkpoint; {resume_hint(fresh)}", flush=True)
+        elif fresh:  # Again with --fresh, the jobs this command retrained would retrain once more.
+            print(f"interrupted: {run_dir} did not start; run this command again without --fresh to start it (it "
+                  "retrains anew the jobs --fresh asked that have not retrained)", flush=True)  # fmt: skip
         else:  # Stopped while it started: a run removes the directory of a start that did not happen.
             print(f"interrupted: {run_dir} did not start; run this same command again to start it", flush=True)
         sys.exit(status or 130)

@@ -546,12 +546,13 @@ def test_a_retraining_interrupted_before_it_replaced_the_summary_goes_on_without
     assert said in capsys.readouterr().out
     hints = []  # What a stop of the run says to do next, with and without --fresh.
     monkeypatch.setattr(_runs, "training_command", lambda *args: ["python"])
-    monkeypatch.setattr(_runs, "run_to_completion", lambda command, run_dir, finished, again: hints.append(again))
+    monkeypatch.setattr(_runs, "run_to_completion", lambda command, run_dir, finished, fresh: hints.append(fresh))
     (run_dir / "final.json").write_text(json.dumps({"frames": 7}))
     for fresh in (True, False):
         _runs.train("per.train", run_dir, job, fresh=fresh)
-    assert hints == [_runs.resume_hint(True), _runs.resume_hint(False)]
-    assert "without --fresh to resume" in hints[0] and hints[1].startswith("run this same command again to resume")
+    assert hints == [True, False]
+    assert "without --fresh to resume" in _runs.resume_hint(True)
+    assert _runs.resume_hint(False).startswith("run this same command again to resume")
 
 
 def test_a_summary_extended_past_a_budget_keeps_that_budgets_job_and_refuses_one_it_never_scored(tmp_path, capsys):
@@ -722,9 +723,24 @@ def test_a_fresh_asked_is_remembered_until_the_jobs_summary_is_written(tmp_path,
     (run_dir / "provenance.json").write_text(json.dumps({**record, "date_utc": "2026-01-02T00:00:00+00:00"}))
     (run_dir / "config.json").write_text("{}")
     assert _runs.jobs_to_train({"job": job}, path.parent, run_dir.parent, False, False) == ["job"]
-    _runs.write_summary(path.parent, "job", {"run_provenance": {"command": command}}, run_dir)
-    assert _runs.fresh_asked(run_dir) is None
-    assert _runs.jobs_to_train({"job": job}, path.parent, run_dir.parent, False, False) == []  # Kept again.
+    with pytest.raises(UsageError, match=r"job: --fresh asked at .* and --extend trains its run on: run without"):
+        _runs.jobs_to_train({"job": job}, path.parent, run_dir.parent, False, True)
+    # The retraining finished: the request is forgotten, and its summary (once written) kept.
+    (run_dir / "provenance.json").write_text(json.dumps({"command": command, "date_utc": asked}))
+    (run_dir / "final.json").write_text(json.dumps({"frames": 7}))
+    assert _runs.train("per.train", run_dir, job) == {"frames": 7} and _runs.fresh_asked(run_dir) is None
+    assert "job: reusing finished run" in capsys.readouterr().out
+    # A sweep (LASER's) stopped before its first learner, older or newer, starts anew: no learner ran in it.
+    sweep = tmp_path / "runs" / "sweep"
+    for directory in (sweep / "configs", sweep / "member_0"):
+        directory.mkdir(parents=True)
+    _runs.ask_fresh([sweep])
+    assert _runs.retrains_anew(sweep, False)
+    (sweep / "member_0" / "provenance.json").write_text(json.dumps({"date_utc": _runs.fresh_asked(sweep)}))
+    assert not _runs.retrains_anew(sweep, False)
+    _runs.fresh_marker(sweep).write_text("")  # A request cut short is named, not a traceback.
+    with pytest.raises(UsageError, match=r"sweep.fresh holds no time --fresh was asked \(''\): delete it"):
+        _runs.fresh_asked(sweep)
 
 
 def test_quick_profile_tables_say_smoke_scale_in_their_first_line():

@@ -119,7 +119,7 @@ def run_job(arm: Arm, game: str, seed: int, scale: Scale, run_dir: pathlib.Path,
         else:
             # One actor process per member (the preset has 2): 9 members' processes fit 2 cores and 24 GB.
             command += [*train_flags, f"--agents={scale.sweep_agents}", "--actors=1"]
-        _runs.run_to_completion(command, run_dir, finished, _runs.resume_hint(fresh))
+        _runs.run_to_completion(command, run_dir, finished, fresh)
     return members()
 
 
