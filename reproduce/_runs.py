@@ -1016,11 +1016,13 @@ def run_to_completion(
         print(f"error: training {run_dir} failed with exit status {status}", file=sys.stderr, flush=True)
         sys.exit(status)
     if not finished():
+        # A study's later jobs: `ask_fresh` remembered them.
+        rest = "; it retrains anew the jobs --fresh asked that have not retrained yet" if fresh else ""
         if run_dir.exists():
-            print(f"interrupted: {run_dir} keeps its checkpoint; {resume_hint(fresh)}", flush=True)
+            print(f"interrupted: {run_dir} keeps its checkpoint; {resume_hint(fresh)}{rest}", flush=True)
         elif fresh:  # Again with --fresh, the jobs this command retrained would retrain once more.
-            print(f"interrupted: {run_dir} did not start; run this command again without --fresh to start it (it "
-                  "retrains anew the jobs --fresh asked that have not retrained)", flush=True)  # fmt: skip
+            print(f"interrupted: {run_dir} did not start; run this command again without --fresh to start it{rest}",
+                  flush=True)  # fmt: skip
         else:  # Stopped while it started: a run removes the directory of a start that did not happen.
             print(f"interrupted: {run_dir} did not start; run this same command again to start it", flush=True)
         sys.exit(status or 130)

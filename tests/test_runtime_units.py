@@ -710,7 +710,10 @@ def test_a_study_script_says_a_run_stopped_as_it_started_kept_nothing(tmp_path, 
     assert f"interrupted: {tmp_path / 'run'} did not start; run this same command again" in capsys.readouterr().out
     with pytest.raises(SystemExit):  # Again with --fresh, the jobs the command retrained would retrain once more.
         _runs.run_to_completion(stopped_while_importing, tmp_path / "run", lambda: False, fresh=True)
-    assert "did not start; run this command again without --fresh to start it" in capsys.readouterr().out
+    assert (
+        "did not start; run this command again without --fresh to start it; it retrains anew the jobs --fresh "
+        "asked that have not retrained yet" in capsys.readouterr().out
+    )
 
 
 def test_each_start_of_a_run_draws_from_its_own_seed(tmp_path):
