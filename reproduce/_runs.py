@@ -927,13 +927,20 @@ def check_summarise_only(
         )
 
 
-def summaries_to_build(directory: pathlib.Path) -> list[dict]:
-    """`--summarise_only`'s summaries: every one in `directory`; none is a usage error, not an empty table."""
+def summaries_to_build(directory: pathlib.Path, runs: pathlib.Path | None = None) -> list[dict]:
+    """`--summarise_only`'s summaries: every one in `directory`; none is a usage error, not an empty table.
+
+    A job that `--fresh` asked to retrain and that has not (`ask_fresh`, in `runs`) is named: its row is the old one.
+    """
     summaries = load_summaries(directory)
     if not summaries:
         raise UsageError(
             f"--summarise_only: no job summaries in {shown(directory)}/ to build the tables from; train a job first"
         )
+    for marker in sorted(runs.glob("*.fresh")) if runs is not None else []:
+        summary = directory / f"{marker.stem}.json"
+        row = f"the tables use its old summary, {shown(summary)}" if summary.exists() else "it has no summary"
+        print(f"{marker.stem}: --fresh asked at {fresh_asked(runs / marker.stem)} has not retrained it yet; {row}")
     return summaries
 
 

@@ -723,6 +723,10 @@ def test_a_fresh_asked_is_remembered_until_the_jobs_summary_is_written(tmp_path,
     (run_dir / "provenance.json").write_text(json.dumps({**record, "date_utc": "2026-01-02T00:00:00+00:00"}))
     (run_dir / "config.json").write_text("{}")
     assert _runs.jobs_to_train({"job": job}, path.parent, run_dir.parent, False, False) == ["job"]
+    _runs.summaries_to_build(path.parent, run_dir.parent)  # --summarise_only: the table's row is the old one.
+    assert f"job: --fresh asked at {asked} has not retrained it yet; the tables use its old summary" in (
+        capsys.readouterr().out
+    )
     with pytest.raises(UsageError, match=r"job: --fresh asked at .* and --extend trains its run on: run without"):
         _runs.jobs_to_train({"job": job}, path.parent, run_dir.parent, False, True)
     # The retraining finished: the request is forgotten, and its summary (once written) kept.

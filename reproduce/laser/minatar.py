@@ -286,7 +286,9 @@ def main(argv: list[str]) -> None:
     summaries_dir = reproduce.RESULTS / "laser" / FLAGS.profile / "minatar_runs"
     if FLAGS.summarise_only:  # Before any directory is made: a refusal leaves nothing behind.
         _runs.check_summarise_only(FLAGS.fresh, choosing=CHOOSING)
-        _runs.summaries_to_build(summaries_dir)
+        _runs.summaries_to_build(
+            summaries_dir, reproduce.REPO_ROOT / "runs" / "reproduce" / f"laser_minatar_{FLAGS.profile}"
+        )
     scale = SCALES[FLAGS.profile]
     out = reproduce.output_dir("laser", FLAGS.profile)
     summaries_dir.mkdir(exist_ok=True)

@@ -608,7 +608,9 @@ def main(argv: list[str]) -> None:
     summaries_dir = reproduce.RESULTS / "per" / FLAGS.profile / "minatar_runs"
     if FLAGS.summarise_only:  # Before any directory is made: a refusal leaves nothing behind.
         _runs.check_summarise_only(FLAGS.fresh, FLAGS.extend, FLAGS.frames, CHOOSING)
-        summaries = _runs.summaries_to_build(summaries_dir)
+        summaries = _runs.summaries_to_build(
+            summaries_dir, reproduce.REPO_ROOT / "runs" / "reproduce" / f"per_minatar_{FLAGS.profile}"
+        )
     else:
         summaries = train(games, frames, summaries_dir)
     out = reproduce.output_dir("per", FLAGS.profile)
