@@ -65,7 +65,7 @@ def main(argv: list[str]) -> None:
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"impala_learning_check_{FLAGS.profile}"
     summaries = []
     name_of = {seed: f"{FLAGS.profile}_{FLAGS.game}_s{seed}" for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds)}
-    if FLAGS.fresh:  # Remembered until each seed's summary is replaced: a stopped retraining resumes without it.
+    if FLAGS.fresh:  # Remembered until each seed's run has retrained: a stopped check resumes without it.
         _runs.ask_fresh(runs / name for name in name_of.values())
     for seed, name in name_of.items():
         path = summaries_dir / f"{name}.json"
