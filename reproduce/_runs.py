@@ -891,13 +891,14 @@ def run_config(run_dir: pathlib.Path) -> dict:
 
 
 def write_summary(directory: pathlib.Path, name: str, summary: dict, run_dir: pathlib.Path) -> None:
-    """Writes a job's summary, `directory/<name>.json`, and beside it its run's own record.
+    """Writes a job's summary, `directory/<name>.json`, and beside it its run's own record; says so.
 
     The run's record (commit, command, segments) is copied: the run directory itself is not committed.
     """
     directory.mkdir(parents=True, exist_ok=True)
     (directory / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n")
     (directory / f"{name}.provenance.json").write_text((run_dir / "provenance.json").read_text())
+    print(f"{name}: summarised into {shown(directory / f'{name}.json')}", flush=True)
 
 
 def check_summarise_only(

@@ -697,6 +697,18 @@ def test_a_summary_is_kept_only_for_the_job_asked(tmp_path, capsys):
     assert _runs.summary_kept(path, False, [*job[:2], "--frames=7e0", "--seed=0"])
 
 
+def test_a_written_summary_says_where_and_carries_its_runs_record(tmp_path, capsys):
+    from reproduce import _runs
+
+    run_dir, summaries = tmp_path / "run", tmp_path / "summaries"
+    run_dir.mkdir()
+    (run_dir / "provenance.json").write_text(json.dumps({"commit": "abc"}))
+    _runs.write_summary(summaries, "job", {"last100": 1.5}, run_dir)
+    assert capsys.readouterr().out == f"job: summarised into {(summaries / 'job.json').resolve()}\n"
+    assert json.loads((summaries / "job.json").read_text()) == {"last100": 1.5}
+    assert json.loads((summaries / "job.provenance.json").read_text()) == {"commit": "abc"}
+
+
 def test_a_fresh_asked_is_remembered_until_the_jobs_summary_is_written(tmp_path, capsys):
     """A study stopped under `--fresh` is run again without it: each job it asked goes on retraining (a run
     started since the request resumes, an older one is set aside), and keeps no summary, until its own is written."""
