@@ -284,15 +284,13 @@ def main(argv: list[str]) -> None:
     cli.flags_only(argv)
     check_flags()
     summaries_dir = reproduce.RESULTS / "laser" / FLAGS.profile / "minatar_runs"
+    runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"laser_minatar_{FLAGS.profile}"
     if FLAGS.summarise_only:  # Before any directory is made: a refusal leaves nothing behind.
         _runs.check_summarise_only(FLAGS.fresh, choosing=CHOOSING)
-        _runs.summaries_to_build(
-            summaries_dir, reproduce.REPO_ROOT / "runs" / "reproduce" / f"laser_minatar_{FLAGS.profile}"
-        )
+        _runs.summaries_to_build(summaries_dir, runs)
     scale = SCALES[FLAGS.profile]
     out = reproduce.output_dir("laser", FLAGS.profile)
     summaries_dir.mkdir(exist_ok=True)
-    runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"laser_minatar_{FLAGS.profile}"
     # With --summarise_only (which refuses --seed and --seeds) seed 0: the tables add every seed present (`tabled`).
     seeds = list(range(FLAGS.seed, FLAGS.seed + FLAGS.seeds))
     start = time.time()

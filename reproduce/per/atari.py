@@ -68,23 +68,23 @@ def main(argv: list[str]) -> None:
     frames = _runs.whole_budget(_atari.FRAMES[FLAGS.profile] if FLAGS.frames is None else FLAGS.frames, episodes)
     overrides = _atari.OVERRIDES[FLAGS.profile]
     summaries_dir = reproduce.RESULTS / "per" / FLAGS.profile / "atari_runs"
+    runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"per_atari_{FLAGS.profile}"
     if FLAGS.summarise_only:  # Before any directory is made: a refusal leaves nothing behind.
         _runs.check_summarise_only(FLAGS.fresh, FLAGS.extend, FLAGS.frames, CHOOSING)
-        summaries = _runs.summaries_to_build(
-            summaries_dir, reproduce.REPO_ROOT / "runs" / "reproduce" / f"per_atari_{FLAGS.profile}"
-        )
+        summaries = _runs.summaries_to_build(summaries_dir, runs)
     else:
-        summaries = train(frames, episodes, overrides, summaries_dir)
+        summaries = train(frames, episodes, overrides, summaries_dir, runs)
     out = reproduce.output_dir("per", FLAGS.profile)
     print(_atari.write_study(out, summaries, FLAGS.profile, start))
     _runs.print_written(out, start)
 
 
-def train(frames: int, episodes: int, overrides: tuple[str, ...], summaries_dir: pathlib.Path) -> list[dict]:
+def train(
+    frames: int, episodes: int, overrides: tuple[str, ...], summaries_dir: pathlib.Path, runs: pathlib.Path
+) -> list[dict]:
     """Trains, evaluates and summarises every job of `--games` x `--variants` x seeds not summarised yet;
     every summary present."""
     summaries_dir.mkdir(parents=True, exist_ok=True)
-    runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"per_atari_{FLAGS.profile}"
     jobs = {
         _runs.job_name(game, variant, seed): (game, variant, seed)
         for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds)

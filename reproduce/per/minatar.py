@@ -606,13 +606,12 @@ def main(argv: list[str]) -> None:
     check_choices("--variants", "variant", FLAGS.variants, ARMS)
     frames = FRAMES[FLAGS.profile] if FLAGS.frames is None else _runs.whole_budget(FLAGS.frames)
     summaries_dir = reproduce.RESULTS / "per" / FLAGS.profile / "minatar_runs"
+    runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"per_minatar_{FLAGS.profile}"
     if FLAGS.summarise_only:  # Before any directory is made: a refusal leaves nothing behind.
         _runs.check_summarise_only(FLAGS.fresh, FLAGS.extend, FLAGS.frames, CHOOSING)
-        summaries = _runs.summaries_to_build(
-            summaries_dir, reproduce.REPO_ROOT / "runs" / "reproduce" / f"per_minatar_{FLAGS.profile}"
-        )
+        summaries = _runs.summaries_to_build(summaries_dir, runs)
     else:
-        summaries = train(games, frames, summaries_dir)
+        summaries = train(games, frames, summaries_dir, runs)
     out = reproduce.output_dir("per", FLAGS.profile)
     reference = published()
     main_runs = [s for s in summaries if s["variant"] in VARIANTS]
@@ -653,10 +652,9 @@ def main(argv: list[str]) -> None:
     _runs.print_written(out, start)
 
 
-def train(games: list[str], frames: int, summaries_dir: pathlib.Path) -> list[dict]:
+def train(games: list[str], frames: int, summaries_dir: pathlib.Path, runs: pathlib.Path) -> list[dict]:
     """Trains and summarises every job of `games` x `--variants` x seeds not summarised yet; every summary present."""
     summaries_dir.mkdir(parents=True, exist_ok=True)
-    runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"per_minatar_{FLAGS.profile}"
     jobs = {
         _runs.job_name(game, arm, seed): (game, arm, seed)
         for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds)
