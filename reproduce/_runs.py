@@ -465,7 +465,10 @@ def summary_kept(
     (`retraining`) is not kept but goes on, and a refusal that offers
     `--extend` says where the run is when it is not there.
     """
-    if fresh or not path.exists():
+    if not path.exists():
+        return False
+    if fresh:  # Said, as for a remembered request: a fresh clone's committed summary is replaced too.
+        say(f"{path.stem}: --fresh: it trains anew, and its summary will replace {kept_summary(path)}")
         return False
     summary = json.loads(path.read_text())
     if run_dir is not None and (asked := fresh_asked(run_dir)) is not None:

@@ -688,6 +688,8 @@ def test_a_summary_is_kept_only_for_the_job_asked(tmp_path, capsys):
     assert _runs.summary_kept(path, False, [*job, "--config_override=b=2"], eval_episodes=30)
     assert "job: summarised earlier, kept" in capsys.readouterr().out
     assert not _runs.summary_kept(path, True, job)
+    said = capsys.readouterr().out
+    assert f"job: --fresh: it trains anew, and its summary will replace {path} (commit unknown)" in said
     with pytest.raises(UsageError, match=r"job.json summarises this job at 7 frames, not 9; pass --fresh"):
         _runs.summary_kept(path, False, [*job[:2], "--frames=9", "--seed=0"])
     with pytest.raises(UsageError, match=r"has 30 evaluation episodes; this command asks 100 evaluation episodes"):
