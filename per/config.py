@@ -233,8 +233,8 @@ MINATAR_DDQN = PerConfig(
     # optimizer (no momentum) it learned far slower: uniform Asterix reached 4.66
     # at 2M frames, 14.49 at one per step (results/per/archive/update_every_4/).
     # On one learner thread one per step ran about 380 agent steps/s alone here
-    # while the replay filled, but about 215 once it was full (Seaquest,
-    # proportional, 2026-12-04): 2M frames take about 2.6 h.
+    # while the replay filled, but 220-240 once it was full (Seaquest,
+    # proportional, 2026-12-04): 2M frames from 0 took 2.4 h.
     # `reproduce.per.minatar`'s arm `uniform_every_4` runs PER's ratio.
     update_period=1,
     # Y&T: TARGET_NETWORK_UPDATE_FREQ = 1,000 updates, which at one update per
