@@ -6,7 +6,7 @@ their reduced-scale analogues on MinAtar, with the `minatar_laser` preset
 changes to it. Every arm trains the same number of fresh frames.
 
     python -m reproduce.laser.minatar --profile full --studies fig2_replay_fraction
-    python -m reproduce.laser.minatar --profile full --studies impala_table2 --games breakout,asterix  # two of its three games
+    python -m reproduce.laser.minatar --profile full --studies impala_table2 --games breakout,asterix
     python -m reproduce.laser.minatar --profile quick      # smoke scale: Fig. 2 left and Fig. 3, tiny budgets
 
 Studies (results/laser/<profile>/<stem>.{csv,md,png,provenance.json}):
