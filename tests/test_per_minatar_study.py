@@ -183,6 +183,12 @@ def test_the_step_size_study_sets_the_small_step_beside_all_three_variants():
     )
     text = minatar.side_markdown("the step size", minatar.STEP_TEXT, rows, "full", shares)
     assert text.endswith(shares[-1] + "\n")
+    assert "One seed per arm: how much" in text
+    second_seed = [{**r, "seed": 1} for r in rows[:2]]  # The seed count follows the runs, a second seed of two arms.
+    two_seeds = minatar.side_markdown("the step size", minatar.STEP_TEXT, rows + second_seed, "full")
+    assert "1-2 seeds per arm: how much" in two_seeds
+    every_arm = rows + [{**r, "seed": 1} for r in rows]
+    assert "frames. 2 seeds per arm: how" in minatar.side_markdown("s", minatar.STEP_TEXT, every_arm, "full")
     # A variant below uniform (Asterix's): the share of its deficit, (4.5 - 5) / (3 - 5); one equal to
     # uniform has no gap to share.
     behind = [

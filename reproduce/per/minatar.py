@@ -279,13 +279,20 @@ def beside_uniforms_curve(summaries: list[dict]) -> list[str]:
     ]
 
 
+def seeds(rows: list[dict]) -> str:
+    """How many seeds the runs have per game, variant and budget: "One seed", "2 seeds" or, uneven, "1-2 seeds"."""
+    per_cell = collections.Counter((r["game"], r["variant"], r["frames"]) for r in rows).values()
+    fewest, most = min(per_cell, default=1), max(per_cell, default=1)
+    if most == 1:
+        return "One seed"
+    return f"{most} seeds" if fewest == most else f"{fewest}-{most} seeds"
+
+
 def seeds_text(rows: list[dict], step_size_run: bool = False) -> list[str]:
     """What the runs can and cannot say: their seeds per game and variant, and the step sizes they differ in."""
     where = "step_size.md" if step_size_run else "step_size.md, once it has run"
-    per_cell = max(collections.Counter((r["game"], r["variant"], r["frames"]) for r in rows).values(), default=1)
-    seeds = "One seed" if per_cell == 1 else f"At most {per_cell} seeds"
     return [
-        f"{seeds} per game and variant, and Reverb's sampler takes no seed, so two runs of one config and",
+        f"{seeds(rows)} per game and variant, and Reverb's sampler takes no seed, so two runs of one config and",
         "seed differ (the README gives a repeat). The prioritized variants also take a quarter of uniform's",
         f"step size, which the arm `uniform_small_step` ({where}) separates from",
         "prioritization. A gap between variants in a few runs of each is an observation, not a measured effect.",
@@ -389,7 +396,7 @@ FIG12_TEXT = (
     "`rank_full_is`: beta = 1 throughout, uniform's step size; `rank_no_is`: beta = 0, the step size",
     "divided by 4 (PER App. Fig. 12's two arms); `rank`: beta annealed 0.5 -> 1 (Table 3), the step size",
     "divided by 4; `uniform`: alpha = 0. `last100`: the mean return of the last 100 training episodes.",
-    "One seed per arm: an illustration of the trade-off PER describes (uncorrected prioritization learns",
+    "{seeds} per arm: an illustration of the trade-off PER describes (uncorrected prioritization learns",
     "faster early, correction is safer later), not a measurement of it.",
 )
 RATIO_TEXT = (
@@ -397,14 +404,14 @@ RATIO_TEXT = (
     "insert), the target copied every 1,000 updates; `uniform_every_4`: one update per 4 agent steps",
     "(PER §4's ratio, 8 samples per insert), the target copied every 250 updates. Both copy it every",
     "1,000 frames, as Y&T; nothing else differs. `last100`: the mean return of the last 100 training",
-    "episodes, Y&T's statistic; their DQN is shown at its budget of 5M frames. One seed per arm: what",
+    "episodes, Y&T's statistic; their DQN is shown at its budget of 5M frames. {seeds} per arm: what",
     "the presets' ratio gains over PER's at this budget, not a measurement of its size.",
 )
 STEP_TEXT = (
     "`uniform`: the preset, Y&T's step size 0.00025; `uniform_small_step`: uniform replay at 0.0000625, the",
     "step size of `rank` and `proportional` (PER App. B.2.2 divides it by 4 with prioritization). Everything",
     "else is the preset's. `last100`: the mean return of the last 100 training episodes, Y&T's statistic;",
-    "their DQN is shown at its budget of 5M frames. One seed per arm: how much of the prioritized variants'",
+    "their DQN is shown at its budget of 5M frames. {seeds} per arm: how much of the prioritized variants'",
     "gap to uniform in minatar.md, a lead or a deficit, the smaller step alone gives, not a measurement of it.",
 )
 
@@ -412,12 +419,13 @@ STEP_TEXT = (
 def side_markdown(title: str, text: tuple[str, ...], rows: list[dict], profile: str, notes: list[str] = ()) -> str:
     """A side study's table (App. Fig. 12, the update ratio): each arm's score, wall time and frames to uniform's.
 
+    `text` says `{seeds}` where it gives the runs' seeds per arm (`seeds`), so it stays true as seeds are added.
     `notes`, if any, follow the table, and then which runs were trained on to a larger budget.
     """
     lines = [
         reproduce.heading(f"Reduced scale: {title}", profile),
         "",
-        *text,
+        *(line.format(seeds=seeds(rows)) for line in text),
         "",
         *columns_text(rows),
         "",
