@@ -453,6 +453,11 @@ def test_global_min_weights_stay_at_most_one_when_a_rank_between_reranks_exceeds
     # w_i = (N P(i))^-1 / (N P_min)^-1 with P_min the rank-5 item's P: at most 1, not (5/4)^alpha.
     np.testing.assert_allclose(batch.weights, P.min() / P[items], rtol=1e-6)
     assert batch.weights.max() <= 1.0
+    # One item a batch: a batch's own minimum cannot stand in for the replay's, which the rank-5 item sets.
+    singles = [buffer.sample(1, beta=1.0) for _ in range(20)]
+    items = np.array([single.data[0][0, 0] for single in singles])
+    assert set(items) != {3}
+    np.testing.assert_allclose([single.weights[0] for single in singles], P.min() / P[items], rtol=1e-6)
 
 
 def test_global_min_weights_follow_the_live_minimum_when_the_smallest_priority_is_rewritten_or_evicted(make_replay):
@@ -517,12 +522,12 @@ def test_new_items_enter_at_the_running_maximum_priority(make_replay):
     fill(buffer, 4)
     batch = buffer.sample(4, beta=0.0)
     buffer.update(batch.keys, np.array([0.5, 7.0, 0.25, 2.0]))
-    assert buffer.max_priority == pytest.approx(7.0 + 1e-6)
+    assert buffer.max_priority == pytest.approx(7.0 + 1e-6, rel=0, abs=1e-9)  # Epsilon (1e-6) included.
     buffer.add([np.array([99], np.int32)])
     buffer.flush()
     samples = list(buffer.client.sample("replay", num_samples=2000, emit_timesteps=False))
     newest = [s.info.priority for s in samples if int(s.data[1][0][0]) == 99]
-    assert newest and newest[0] == pytest.approx(7.0 + 1e-6)  # Not 1.0.
+    assert newest and newest[0] == pytest.approx(7.0 + 1e-6, rel=0, abs=1e-9)  # Not 1.0.
 
 
 @pytest.mark.parametrize("variant", ["proportional", "rank"])

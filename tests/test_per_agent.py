@@ -120,6 +120,19 @@ def test_beta_goes_linearly_from_beta0_to_beta_final_at_the_frame_budget(make_ag
     assert betas[-1] == beta_final
 
 
+def test_beta_anneals_over_env_frames_not_agent_steps():
+    """With Atari's action repeat of 4, beta reaches beta_final at total_frames: a quarter as many agent steps."""
+    config = dataclasses.replace(TOY, env="atari:pong", beta0=0.4, beta_final=1.0, total_frames=1_000)
+    assert config.frames_per_step == 4
+    space, num_actions = agent_lib.spaces(TOY)  # Only the schedule is under test: Catch's small networks.
+    learner = Learner(config, *(networks.make(TOY, space, num_actions, name=name) for name in ("online", "target")))
+    learner.restored()
+    for agent_steps in range(0, 300, 25):
+        assert learner.frames == 4 * agent_steps
+        assert learner.beta() == pytest.approx(0.4 + 0.6 * min(4 * agent_steps / 1_000, 1.0), rel=1e-12)
+        learner.count_agent_steps(25)
+
+
 def test_actor_is_greedy_at_epsilon_0_and_uniform_at_1(make_agent):
     agent = make_agent()
     observations = np.stack([agent.actor._observation[0]] * 3000)
@@ -238,6 +251,57 @@ def test_the_learners_loss_weights_clips_and_reduces_as_the_config_says(clip_rew
     weighted = weights.astype(np.float64) * huber
     np.testing.assert_allclose(result.td_error, delta, rtol=1e-5, atol=1e-5)
     assert result.loss == pytest.approx(weighted.sum() if reduction == "sum" else weighted.mean(), rel=1e-5)
+
+
+def first_rmsprop_step(config, gradient: np.ndarray) -> np.ndarray:
+    """The parameter change of a fresh `common.optimizers` RMSProp's first step (no momentum yet), in float64.
+
+    TF1's form starts ms at 1 and puts epsilon inside the root; PyTorch's starts ms at 0 and puts it outside.
+    """
+    decay, epsilon, lr = config.rmsprop_decay, config.rmsprop_epsilon, config.learning_rate
+    ms = decay * (1.0 if config.rmsprop_form == "tf1" else 0.0) + (1 - decay) * gradient**2
+    variance = ms - ((1 - decay) * gradient) ** 2 if config.rmsprop_centered else ms
+    if config.rmsprop_form == "tf1":
+        return -lr * gradient / np.sqrt(variance + epsilon)
+    return -lr * gradient / (np.sqrt(variance) + epsilon)
+
+
+@pytest.mark.parametrize(
+    "form, centered, reduction, shared_bias",
+    [("tf1", True, "sum", False), ("tf1", False, "mean", True), ("torch", True, "mean", False)],
+)
+def test_the_learners_update_is_an_rmsprop_step_down_the_weighted_loss_gradient(form, centered, reduction, shared_bias):
+    """theta moves by RMSProp along -dL/dtheta, with dL/dQ(S_{j-1}, A_{j-1}; theta) = -w_j clip(delta_j, -1, 1)
+    (divided by the batch size for the mean; §4's clipped delta) from a float64 Double DQN delta_j."""
+    config = dataclasses.replace(
+        TOY, rmsprop_form=form, rmsprop_centered=centered, loss_reduction=reduction, shared_bias=shared_bias,
+        learning_rate=0.01,
+    )  # fmt: skip
+    space, num_actions = agent_lib.spaces(config)
+    learner = Learner(config, *(networks.make(config, space, num_actions, name=name) for name in ("online", "target")))
+    learner.restored()
+    rng = np.random.default_rng(11)
+    batch, _ = random_batch(config, rng, 16)
+    weights = rng.uniform(0.05, 1.0, 16)
+    online, target = clone(learner.network, config), clone(learner.target_network, config)
+
+    learner.update(batch, weights.astype(np.float32))
+
+    rows = np.arange(16)
+    best = np.argmax(q_values(online, batch["next_observation"]), axis=1)
+    bootstrap = config.discount * (1 - batch["terminal"]) * q_values(target, batch["next_observation"])[rows, best]
+    delta = batch["reward"] + bootstrap - q_values(online, batch["observation"])[rows, batch["action"]]
+    dloss_dq = np.zeros((16, num_actions))
+    dloss_dq[rows, batch["action"]] = -weights * np.clip(delta, -1.0, 1.0) / (16 if reduction == "mean" else 1)
+    with tf.GradientTape() as tape:
+        q = online(tf.convert_to_tensor(batch["observation"]))
+    gradients = tape.gradient(q, online.trainable_variables, output_gradients=tf.constant(dloss_dq, tf.float32))
+    assert len(gradients) == len(learner.network.trainable_variables) and all(g is not None for g in gradients)
+    assert any("shared_bias" in v.name for v in learner.network.trainable_variables) == shared_bias
+    for before, after, gradient in zip(online.trainable_variables, learner.network.trainable_variables, gradients):
+        expected = before.numpy().astype(np.float64) + first_rmsprop_step(config, gradient.numpy().astype(np.float64))
+        np.testing.assert_allclose(after.numpy(), expected, rtol=1e-4, atol=1e-6, err_msg=after.name)
+    assert not np.allclose(q_values(learner.network, batch["observation"]), q_values(online, batch["observation"]))
 
 
 # The presets' learners draw their next batch and write priorities while they learn (`overlaps_acting`);
