@@ -268,9 +268,11 @@ def off_policy_targets(
     )  # fmt: skip
     if correction == "vtrace":
         return vtrace
+    # Weights of 1, unclipped: a threshold below 1 would scale every delta (rho-bar, rho-bar-pg) or
+    # cut the trace (c-bar), and the targets would no longer be n-step returns.
     uncorrected = from_importance_weights(
         tf.zeros_like(vtrace.log_rhos), discounts, rewards, values, bootstrap_value,
-        clip_rho_threshold, clip_pg_rho_threshold, lambda_, clip_c_threshold,
+        clip_rho_threshold=None, clip_pg_rho_threshold=None, lambda_=lambda_, clip_c_threshold=None,
     )  # fmt: skip
     pg_advantages = uncorrected.pg_advantages
     if correction == "one_step_is":

@@ -193,6 +193,30 @@ def test_table_2_corrections():
         run("retrace")
 
 
+def test_table_2_corrections_bootstrap_n_step_returns_whatever_the_truncation_levels():
+    """`none`'s and `epsilon`'s targets are n-step returns G_s = r_s + gamma_s G_{s+1}, G_T = V(x_T), with
+    q_s - V(x_s) = G_s - V(x_s) for the policy; `one_step_is` weights that by min(rho-bar-pg, rho_s) (§5.2.2).
+    The truncation levels, here below and above 1 and each different, must not touch a weight of 1."""
+    T, B, A = 7, 3, 4
+    rng = np.random.default_rng(5)
+    behaviour, target = (rng.standard_normal((T, B, A)).astype(np.float32) for _ in range(2))
+    actions = rng.integers(A, size=(T, B)).astype(np.int32)
+    unroll = random_unroll(T, B, seed=6)
+    unroll.pop("log_rhos")
+    levels = dict(clip_rho_threshold=0.5, clip_pg_rho_threshold=2.0, clip_c_threshold=0.7)
+    returns = np.zeros((T + 1, B))
+    returns[T] = unroll["bootstrap_value"]
+    for s in reversed(range(T)):
+        returns[s] = unroll["rewards"][s] + unroll["discounts"][s] * returns[s + 1].astype(np.float64)
+    advantages = returns[:T] - unroll["values"]
+    for correction in ("none", "epsilon", "one_step_is"):
+        targets = vtrace.off_policy_targets(correction, behaviour, target, actions, **unroll, **levels)
+        np.testing.assert_allclose(targets.vs.numpy(), returns[:T], rtol=1e-5, atol=1e-5)
+        pg_rhos = np.minimum(2.0, np.exp(targets.log_rhos.numpy().astype(np.float64)))
+        expected_pg = pg_rhos * advantages if correction == "one_step_is" else advantages
+        np.testing.assert_allclose(targets.pg_advantages.numpy(), expected_pg, rtol=1e-5, atol=1e-5)
+
+
 def test_epsilon_correction_adds_epsilon_inside_the_log():
     logits = tf.constant([[[0.0, -40.0]]])
     actions = tf.constant([[1]])
