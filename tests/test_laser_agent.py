@@ -188,8 +188,10 @@ def test_loss_matches_algorithm_1_with_the_trust_region(jit, weights):
     check_loss(loss_inputs(), jit, weights)
 
 
-def test_loss_matches_algorithm_1_with_other_truncation_levels():
-    """rho_bar 2 (App. Fig. 4 left's grid) in eq. 8 and eq. 9's pi~_mu, another level for the policy gradient."""
+@pytest.mark.parametrize("threshold", [THRESHOLD, None], ids=["trust_region", "vtrace"])
+def test_loss_matches_algorithm_1_with_other_truncation_levels(threshold):
+    """rho_bar 2 (App. Fig. 4 left's grid) in eq. 8 and eq. 9's pi~_mu, another level for the policy gradient;
+    without the trust region (None), the two levels reach plain V-trace's targets."""
     x, rho_bar, pg_rho_bar = loss_inputs(), 2.0, 1.5
     # mu 2.5 times as far from pi: accepted steps with rho above 1.5 and above 2, so each level matters.
     x["behaviour_logits"] = x["target_logits"] + 2.5 * (x["behaviour_logits"] - x["target_logits"])
@@ -200,10 +202,10 @@ def test_loss_matches_algorithm_1_with_other_truncation_levels():
     assert ((rho > pg_rho_bar) & (rho < rho_bar) & (kl < THRESHOLD)).any()
     assert ((rho > rho_bar) & (kl < THRESHOLD)).any()
     out = call(
-        losses.laser_loss, x, trust_region_threshold=THRESHOLD, clip_rho_threshold=rho_bar,
+        losses.laser_loss, x, trust_region_threshold=threshold, clip_rho_threshold=rho_bar,
         clip_pg_rho_threshold=pg_rho_bar, **LOSS_KWARGS,
     )  # fmt: skip
-    expected = reference_loss(x, NUM_ONLINE, THRESHOLD, 0.5, 0.01, rho_bar=rho_bar, pg_rho_bar=pg_rho_bar)
+    expected = reference_loss(x, NUM_ONLINE, threshold, 0.5, 0.01, rho_bar=rho_bar, pg_rho_bar=pg_rho_bar)
     for name, value in expected.items():
         np.testing.assert_allclose(getattr(out, name).numpy(), value, rtol=1e-4, atol=1e-5, err_msg=name)
 
