@@ -119,15 +119,20 @@ def n_step_returns(discounts, rewards, bootstrap_value):
     return returns
 
 
+@pytest.mark.parametrize("rho_bar, pg_rho_bar", [(1.0, 1.0), (2.0, 0.5)], ids=["levels_1", "levels_2_and_half"])
 @pytest.mark.parametrize("correction", ["vtrace", "none", "epsilon", "one_step_is"])
-def test_losses_match_the_papers_formulas(correction):
+def test_losses_match_the_papers_formulas(correction, rho_bar, pg_rho_bar):
     """pg, baseline and entropy terms of §4.2 from float64 references: V-trace (eq. 1), or Table 2's others.
 
     §5.2.2: no correction learns V from n-step returns and pi from r_s + gamma_s G_{s+1} - V(x_s);
     epsilon adds 1e-6 to pi(a) inside the log (too small to tell apart here: its targets are checked);
-    1-step IS learns V as no correction and multiplies the advantage by min(1, rho_s).
+    1-step IS learns V as no correction and multiplies the advantage by min(rho-bar-pg, rho_s). The config's
+    truncation levels reach each in its place (rho-bar: V-trace's v_s; rho-bar-pg: the policy gradient's).
     """
-    config = dataclasses.replace(TOY, batch_size=4, unroll_length=5, reward_clipping="abs_one", correction=correction)
+    config = dataclasses.replace(
+        TOY, batch_size=4, unroll_length=5, reward_clipping="abs_one", correction=correction,
+        clip_rho_threshold=rho_bar, clip_pg_rho_threshold=pg_rho_bar,
+    )  # fmt: skip
     learner = _learner(config)
     batch = _batch(config, np.random.default_rng(2))
     b = {k: np.swapaxes(v.numpy(), 0, 1) for k, v in batch.items()}  # [T + 1, B, ...]
@@ -145,7 +150,10 @@ def test_losses_match_the_papers_formulas(correction):
     discounts = config.discount * (1.0 - b["terminal"][:-1])
     rewards = np.clip(b["reward"][:-1], -1.0, 1.0)
     rhos = np.exp(log_pi - log_mu)
-    vtrace_vs, vtrace_advantages = reference_vtrace(log_pi - log_mu, discounts, rewards, values[:-1], values[-1])
+    assert (rhos > 1).any() and (rhos < 1).any()  # Not vacuous: the levels clip some weights and not others.
+    vtrace_vs, vtrace_advantages = reference_vtrace(
+        log_pi - log_mu, discounts, rewards, values[:-1], values[-1], rho_bar=rho_bar, pg_rho_bar=pg_rho_bar
+    )
     if correction == "vtrace":
         vs, advantages = vtrace_vs, vtrace_advantages
     else:
@@ -153,7 +161,7 @@ def test_losses_match_the_papers_formulas(correction):
         assert np.abs(vs - vtrace_vs).max() > 1e-3  # Not vacuous: on this batch the targets differ from V-trace's.
         advantages = rewards + discounts * np.concatenate([vs[1:], values[-1:]]) - values[:-1]
         if correction == "one_step_is":
-            advantages *= np.minimum(1.0, rhos)
+            advantages *= np.minimum(pg_rho_bar, rhos)
     pg_log_pi = np.log(np.exp(log_pi) + 1e-6) if correction == "epsilon" else log_pi
     probs = np.exp(log_softmax(logits[:-1]))
     entropies = -(probs * log_softmax(logits[:-1])).sum(-1)
