@@ -8,6 +8,7 @@ import sys
 import types
 
 import matplotlib.image
+import numpy as np
 import pytest
 from absl import flags as absl_flags
 
@@ -472,6 +473,21 @@ def test_a_variant_is_set_beside_uniform_at_its_own_budget_and_the_target_is_cou
         f"Runs of 2,000,000 {at_or_above} uniform 0 of 1, proportional 1 of 1.",
         f"Runs of 5,000,000 {at_or_above} uniform 1 of 1, rank 1 of 1.",
     ]
+
+
+def test_the_study_reads_its_numbers_by_their_definitions():
+    """Small cases each count could get wrong: ties, equality, windows, budgets."""
+    level = {**summary("uniform", 10.3), "young_tian_dqn_5M": 10.3}
+    assert minatar.verdicts([level]) == [
+        "Runs of 2,000,000 frames at or above Y&T's DQN (at 5M), one per game and seed: uniform 1 of 1."
+    ]  # At is enough.
+    twin_peaks = {"curve": {"frames": [1, 2, 3, 4], "trailing100": [2.0, 5.0, 3.0, 5.0]}}
+    assert minatar.peak(twin_peaks) == (5.0, 2)  # Reached first at frame 2.
+    one_seed_two_budgets = [summary("uniform", 1.0), {**summary("uniform", 2.0), "frames": 1_000_000}]
+    assert minatar.seeds(one_seed_two_budgets) == "One seed"
+    trailing = _runs.trailing_mean(np.arange(1.0, 201.0), 100)  # Fewer than 100 at the start, then the last 100.
+    np.testing.assert_allclose(trailing[[0, 98, 99, 100, 199]], [1.0, 50.0, 50.5, 51.5, 150.5])
+    assert _runs.wall_time([{"wall_time_s": 10.0}, {"wall_time_s": None}, {"wall_time_s": 2.5}]) == 12.5
 
 
 def extended_run(run_dir, episode_frames):

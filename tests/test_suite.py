@@ -120,6 +120,13 @@ def test_aggregates_match_their_definitions():
         assert row["ci_low"] <= row["value"] <= row["ci_high"]
     constant = {row["statistic"]: row for row in _stats.aggregates(np.tile(matrix[:1], (3, 1)), reps=50)}
     assert constant["mean"]["ci_low"] == pytest.approx(constant["mean"]["ci_high"])
+    # Where the definitions part: the per-game means (0, 1, 6) have median 1, all nine runs' median is 0.6;
+    # each run capped at human (1), then averaged, gives 5.1 / 9, each game's mean capped would give 2 / 3,
+    # and a floor at 0 (the run below random) 0.6.
+    apart = np.array([[0.0, 0.5, 5.0], [-0.3, 1.9, 6.0], [0.3, 0.6, 7.0]])
+    rows = {row["statistic"]: row for row in _stats.aggregates(apart, reps=20)}
+    assert rows["median"]["value"] == pytest.approx(1.0)
+    assert rows["mean_capped"]["value"] == pytest.approx((0.0 + 0.5 + 1 - 0.3 + 1 + 1 + 0.3 + 0.6 + 1) / 9)
 
 
 @pytest.mark.parametrize(
