@@ -164,13 +164,13 @@ class EpsilonGreedy:
 
     def __init__(self, network: QNetwork, epsilon: float, seed: int):
         self._greedy = tf.function(lambda x: tf.argmax(network(x), axis=1, output_type=tf.int32))
-        self._epsilon, self._num_actions = epsilon, network.num_actions
+        self.epsilon, self._num_actions = epsilon, network.num_actions  # Reported with the evaluation.
         self._rng = np.random.default_rng(seed)
 
     def reset(self, num_envs: int) -> None:
         """Epsilon-greedy has no state to reset."""
 
     def __call__(self, observations: np.ndarray, first: np.ndarray) -> np.ndarray:
-        explore = self._rng.random(len(observations)) < self._epsilon
+        explore = self._rng.random(len(observations)) < self.epsilon
         uniform = self._rng.integers(self._num_actions, size=len(observations))
         return np.where(explore, uniform, self._greedy(observations).numpy())

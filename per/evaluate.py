@@ -53,7 +53,7 @@ def main(argv: list[str]) -> None:
     start = time.time()
     policy = actor.EpsilonGreedy(network, config.eval_epsilon, FLAGS.seed)
     returns = evaluation.play(config, policy, FLAGS.episodes, FLAGS.seed, FLAGS.log_every_s, num_envs=FLAGS.envs)
-    extra = {"epsilon": config.eval_epsilon, "start_protocol": start_protocol(config.env)}
+    extra = {"epsilon": policy.epsilon, "start_protocol": start_protocol(config.env)}  # The epsilon it played.
     evaluation.report(directory, config, step, returns, FLAGS.seed, time.time() - start, "atari_human_starts", extra)
 
 

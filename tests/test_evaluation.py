@@ -3,12 +3,13 @@ toward short episodes, and the policies' batched actions (no training)."""
 
 from __future__ import annotations
 
+import json
 import types
 
 import numpy as np
 import pytest
 
-from common import envs, evaluation
+from common import envs, evaluation, scores
 from impala import agent as impala_agent
 from per import actor as per_actor
 
@@ -58,29 +59,48 @@ def test_batched_play_returns_each_envs_own_episodes(episodes, num_envs):
 class UnevenEpisodes:
     """A batch env whose env i plays episodes of i + 1 steps; an episode's return names its env and number."""
 
-    def __init__(self, num_envs: int):
+    def __init__(self, num_envs: int, truncate: bool = False):
         self.steps, self.played = np.zeros(num_envs, int), np.zeros(num_envs, int)
+        self.truncate = truncate  # Episodes end by a time limit (truncated), not terminated.
+        self.calls = 0
 
     def reset(self):
         return np.zeros((len(self.steps), 1)), {}
 
     def step(self, actions):
+        self.calls += 1
+        assert self.calls < 1_000, "play() is still stepping: it never counted an episode's end"
         self.steps += 1
         ended = self.steps == np.arange(1, len(self.steps) + 1)
         rewards = np.where(ended, 100.0 * np.arange(len(self.steps)) + self.played, 0.0)
         self.played += ended
         self.steps[ended] = 0
-        return np.zeros((len(self.steps), 1)), rewards, ended, np.zeros_like(ended), {}
+        terminated, truncated = (np.zeros_like(ended), ended) if self.truncate else (ended, np.zeros_like(ended))
+        return np.zeros((len(self.steps), 1)), rewards, terminated, truncated, {}
 
     def close(self):
         pass
 
 
-def test_batched_play_takes_each_envs_share_not_the_episodes_that_end_first(monkeypatch):
-    """Env 0's episodes are the shortest: taking episodes as they end would fill the quota with its games."""
-    monkeypatch.setattr(evaluation, "evaluation_env", lambda config, seed, task, num_envs: UnevenEpisodes(num_envs))
+@pytest.mark.parametrize("truncate", [False, True], ids=["terminated", "truncated"])
+def test_batched_play_takes_each_envs_share_not_the_episodes_that_end_first(monkeypatch, truncate):
+    """Env 0's episodes are the shortest: taking episodes as they end would fill the quota with its games.
+    An episode cut by a time limit (Atari's 108K frames) ends as one that terminated."""
+    monkeypatch.setattr(
+        evaluation, "evaluation_env", lambda config, seed, task, num_envs: UnevenEpisodes(num_envs, truncate)
+    )
     returns = evaluation.play(CATCH, Fixed(), episodes=7, seed=0, log_every_s=60.0, num_envs=3)
     assert returns == [0.0, 1.0, 2.0, 100.0, 101.0, 200.0, 201.0]  # Shares 3, 2, 2: each env's first games.
+
+
+def test_the_report_gives_the_mean_return_and_its_human_normalised_score(tmp_path, capsys):
+    """mean_return is the mean (not the median) of the returns; on Atari (score - random) / |human - random|."""
+    config = types.SimpleNamespace(env="atari:pong")
+    result = evaluation.report(tmp_path, config, 7, [0.0, 0.0, 10.0], 0, 1.0, "atari_human_starts")
+    assert result["mean_return"] == pytest.approx(10 / 3) and result["std_return"] == pytest.approx(np.std([0, 0, 10]))
+    random, human = scores.reference("atari_human_starts")["pong"]
+    assert result["human_normalized"] == pytest.approx((10 / 3 - random) / abs(human - random))
+    assert json.loads((tmp_path / "eval_step7.json").read_text())["mean_return"] == pytest.approx(10 / 3)
 
 
 def test_impala_categorical_draws_follow_pi():
