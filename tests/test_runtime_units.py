@@ -225,11 +225,20 @@ def test_learner_threads_are_operational_and_set_before_tf_starts():
         ({"preset": "toy"}, "--preset=toy's network"),  # Another preset's maths, named as the preset's.
         ({"preset": "toy", "env": "minatar:asterix"}, "env"),  # A field given itself is named as such.
         ({"env_options": ("sticky_action_prob=0.2",)}, "env_options"),
+        ({"overrides": ("batch_size=64",)}, "batch_size"),
     ],
 )
 def test_resume_refuses_to_change_the_experiment(request_fields, field):
     with pytest.raises(UsageError, match=f"--resume keeps the run's saved config: {field} would change"):
         config_lib.resume(PRESETS["minatar"], Request(**request_fields), PRESETS, "c")
+
+
+def test_a_resume_may_change_only_the_fields_the_readme_names():
+    """The README's run-directory contract: the budget (--frames), --actors, learner_threads, log_every_s and
+    checkpoint_every_s. A field added to the list widens what a resume lets change: it must be said there too."""
+    assert set(config_lib.OPERATIONAL_FIELDS) == {
+        "total_frames", "num_actors", "learner_threads", "log_every_s", "checkpoint_every_s",
+    }  # fmt: skip
 
 
 def test_saved_config_round_trips_and_bad_files_are_named(tmp_path):
@@ -493,8 +502,12 @@ def test_loop_trains_to_the_budget_and_resumes_with_its_statistics(tmp_path):
     provenance = json.loads((tmp_path / "provenance.json").read_text())
     assert [s["frames_at_start"] for s in provenance["segments"]] == [0, 50]
     assert [s["total_frames"] for s in provenance["segments"]] == [50, 100]
-    assert final["segments"] == 2
+    assert final["segments"] == 2 and final["frames"] == 100  # The run's frames, not this start's.
     assert final["wall_time_s"] == pytest.approx(sum(s["wall_time_s"] for s in provenance["segments"]), abs=0.2)
+    assert run_loop(tmp_path, ScriptedLearner(), total_frames=150) == 0  # A third start keeps both earlier ones.
+    segments = json.loads((tmp_path / "provenance.json").read_text())["segments"]
+    assert [s["frames_at_start"] for s in segments] == [0, 50, 100]
+    assert json.loads((tmp_path / "final.json").read_text())["frames"] == 150
 
 
 class LazyLearner(ScriptedLearner):
