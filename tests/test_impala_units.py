@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import reverb
 import tensorflow as tf
-from test_vtrace import reference_vtrace
+from test_vtrace import n_step_returns, reference_vtrace
 
 from common import envs
 from common.errors import UsageError
@@ -109,14 +109,6 @@ def test_learner_step_fits_a_fixed_batch_and_counts_frames():
     assert last["baseline_loss"] < first["baseline_loss"]
     assert int(learner.steps) == 31
     assert int(learner.frames) == 31 * TOY.batch_size * TOY.unroll_length
-
-
-def n_step_returns(discounts, rewards, bootstrap_value):
-    """G_s = r_s + gamma_s G_{s+1}, G_T = V(x_T): the uncorrected targets (§5.2.2's no-correction)."""
-    returns, following = np.zeros_like(rewards), bootstrap_value
-    for s in reversed(range(len(rewards))):
-        returns[s] = following = rewards[s] + discounts[s] * following
-    return returns
 
 
 @pytest.mark.parametrize("rho_bar, pg_rho_bar", [(1.0, 1.0), (2.0, 0.5)], ids=["levels_1", "levels_2_and_half"])

@@ -81,6 +81,18 @@ def clone(network, config):
     return copy
 
 
+def double_q_td_errors(online, target, batch, reward, discount):
+    """delta_j of Double DQN in float64: argmax by the online network, valued by the target (van Hasselt 2016)."""
+    rows = np.arange(len(reward))
+    best = np.argmax(q_values(online, batch["next_observation"]), axis=1)
+    q_t = q_values(target, batch["next_observation"])[rows, best]
+    return (
+        reward
+        + discount * (1 - batch["terminal"]) * q_t
+        - q_values(online, batch["observation"])[rows, batch["action"]]
+    )
+
+
 # Acting. --------------------------------------------------------------------
 
 
@@ -243,10 +255,7 @@ def test_the_learners_loss_weights_clips_and_reduces_as_the_config_says(clip_rew
     result = learner.update(batch, weights)
 
     reward = np.clip(batch["reward"], -1, 1) if clip_rewards else batch["reward"].astype(np.float64)
-    q_tm1 = q_values(online, batch["observation"])
-    best = np.argmax(q_values(online, batch["next_observation"]), axis=1)
-    q_t = q_values(target, batch["next_observation"])[np.arange(16), best]
-    delta = reward + config.discount * (1 - batch["terminal"]) * q_t - q_tm1[np.arange(16), batch["action"]]
+    delta = double_q_td_errors(online, target, batch, reward, config.discount)
     huber = np.where(np.abs(delta) <= 1, 0.5 * delta**2, np.abs(delta) - 0.5)
     weighted = weights.astype(np.float64) * huber
     np.testing.assert_allclose(result.td_error, delta, rtol=1e-5, atol=1e-5)
@@ -288,9 +297,7 @@ def test_the_learners_update_is_an_rmsprop_step_down_the_weighted_loss_gradient(
     learner.update(batch, weights.astype(np.float32))
 
     rows = np.arange(16)
-    best = np.argmax(q_values(online, batch["next_observation"]), axis=1)
-    bootstrap = config.discount * (1 - batch["terminal"]) * q_values(target, batch["next_observation"])[rows, best]
-    delta = batch["reward"] + bootstrap - q_values(online, batch["observation"])[rows, batch["action"]]
+    delta = double_q_td_errors(online, target, batch, batch["reward"].astype(np.float64), config.discount)
     dloss_dq = np.zeros((16, num_actions))
     dloss_dq[rows, batch["action"]] = -weights * np.clip(delta, -1.0, 1.0) / (16 if reduction == "mean" else 1)
     with tf.GradientTape() as tape:

@@ -38,6 +38,14 @@ def reference_vtrace(
     return vs, pg_advantages
 
 
+def n_step_returns(discounts, rewards, bootstrap_value):
+    """G_s = r_s + gamma_s G_{s+1}, G_T = V(x_T), in float64: the uncorrected targets (§5.2.2's no-correction)."""
+    returns, following = np.zeros(np.shape(rewards)), np.asarray(bootstrap_value, np.float64)
+    for s in reversed(range(len(rewards))):
+        returns[s] = following = rewards[s] + discounts[s] * following
+    return returns
+
+
 def random_unroll(T, B, seed=0, terminal_prob=0.1, spread=1.0):
     rng = np.random.default_rng(seed)
     return dict(
@@ -204,14 +212,11 @@ def test_table_2_corrections_bootstrap_n_step_returns_whatever_the_truncation_le
     unroll = random_unroll(T, B, seed=6)
     unroll.pop("log_rhos")
     levels = dict(clip_rho_threshold=0.5, clip_pg_rho_threshold=2.0, clip_c_threshold=0.7)
-    returns = np.zeros((T + 1, B))
-    returns[T] = unroll["bootstrap_value"]
-    for s in reversed(range(T)):
-        returns[s] = unroll["rewards"][s] + unroll["discounts"][s] * returns[s + 1].astype(np.float64)
-    advantages = returns[:T] - unroll["values"]
+    returns = n_step_returns(unroll["discounts"], unroll["rewards"], unroll["bootstrap_value"])
+    advantages = returns - unroll["values"]
     for correction in ("none", "epsilon", "one_step_is"):
         targets = vtrace.off_policy_targets(correction, behaviour, target, actions, **unroll, **levels)
-        np.testing.assert_allclose(targets.vs.numpy(), returns[:T], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(targets.vs.numpy(), returns, rtol=1e-5, atol=1e-5)
         pg_rhos = np.minimum(2.0, np.exp(targets.log_rhos.numpy().astype(np.float64)))
         expected_pg = pg_rhos * advantages if correction == "one_step_is" else advantages
         np.testing.assert_allclose(targets.pg_advantages.numpy(), expected_pg, rtol=1e-5, atol=1e-5)
