@@ -233,6 +233,17 @@ def test_resume_refuses_to_change_the_experiment(request_fields, field):
         config_lib.resume(PRESETS["minatar"], Request(**request_fields), PRESETS, "c")
 
 
+def test_an_env_option_given_on_a_resume_is_merged_into_the_saved_ones():
+    """The run's own command with one of its options resumes it: the others stay, so nothing changes."""
+    saved = dataclasses.replace(
+        resolve(preset="atari_shallow", env="atari:breakout"),
+        env_options=(("sticky_action_prob", 0.25), ("terminal_on_life_loss", True)),
+    )  # fmt: skip
+    assert config_lib.resume(saved, Request(env_options=("sticky_action_prob=0.25",)), PRESETS, "c") == saved
+    with pytest.raises(UsageError, match="env_options would change"):
+        config_lib.resume(saved, Request(env_options=("sticky_action_prob=0.5",)), PRESETS, "c")
+
+
 def test_a_resume_may_change_only_the_fields_the_readme_names():
     """The README's run-directory contract: the budget (--frames), --actors, learner_threads, log_every_s and
     checkpoint_every_s. A field added to the list widens what a resume lets change: it must be said there too."""
@@ -744,6 +755,49 @@ def test_each_start_of_a_run_draws_from_its_own_seed(tmp_path):
     provenance = json.loads((tmp_path / "provenance.json").read_text())
     assert [s["seed"] for s in provenance["segments"]] == [toy_seed, run_dir.segment_seed(toy_seed, 1)]
     assert provenance["seeds"] == [toy_seed]  # The run's seed, as its config.json says.
+
+
+def test_a_runs_wall_time_counts_each_start_once(tmp_path, monkeypatch):
+    """provenance.json's total, and the running total episodes.csv logs, are the starts' own times summed."""
+    clock = [0.0]
+    monkeypatch.setattr(run_dir.time, "time", lambda: clock[0])
+    earlier = 0.0
+    for started_at, duration in [(1000.0, 600.0), (5000.0, 300.0), (9000.0, 60.0)]:  # Three starts, apart.
+        clock[0] = started_at
+        record = run_dir.RunRecord(tmp_path, PRESETS["toy"], "all")
+        record.start(frames=0, total_frames=50)
+        clock[0] += duration / 2
+        record.update()  # A checkpoint midway: its time is the segment's, not counted again after it.
+        clock[0] += duration / 2
+        assert record.wall_time_s() == record.update() == earlier + duration
+        earlier += duration
+    provenance = json.loads((tmp_path / "provenance.json").read_text())
+    assert [s["wall_time_s"] for s in provenance["segments"]] == [600.0, 300.0, 60.0]
+    assert provenance["wall_time_s"] == 960.0
+
+
+def test_a_resumed_learner_draws_from_its_starts_seed_to_the_latest_starts_budget(tmp_path):
+    """`launch.run` on a resume without --frames: the learner's config is the run's, but for the seed of this
+    start (`run_dir.segment_seed`) and the budget of the latest start, which had raised it and was stopped."""
+    built = []
+
+    def learner(config, *_):
+        built.append(config)
+        raise _ChecksPassedError
+
+    parts = launch.Parts(tables=lambda _: [tables.queue("queue", 10)], validate=lambda _: None, learner=learner)
+    agent = launch.Agent("impala", "impala.train", PRESETS, "toy", parts=lambda: parts)
+    path, config = tmp_path / "run", dataclasses.replace(PRESETS["toy"], total_frames=50)
+    with run_dir.starting(path, config, resume=False, overwrite=False):
+        pass
+    assert run_loop(path, ScriptedLearner(), total_frames=50) == 0
+    assert run_loop(path, ScriptedLearner(nan_at=8), total_frames=100) != 0  # Raised to 100; stopped short of it.
+    assert run_dir.trained_frames(path) < 100 and run_dir.last_budget(path) == 100
+    with pytest.raises(_ChecksPassedError):
+        launch.run(agent, Request(), launch.Options(run_dir=str(path), resume=True))
+    seed = run_dir.segment_seed(config.seed, 2)
+    assert built == [dataclasses.replace(config, total_frames=100, seed=seed)] and seed != config.seed
+    assert config_lib.load(type(config), path / "config.json", "the run's") == config  # Its own seed, as saved.
 
 
 def test_actor_processes_seed_by_actor_restart_and_start(monkeypatch, tmp_path):
