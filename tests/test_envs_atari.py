@@ -123,6 +123,15 @@ def test_observations_are_stacked_84x84_grayscale():
     assert observation.shape == (4, 84, 84) and observation.dtype == np.uint8
 
 
+@pytest.mark.parametrize(
+    "options, shape",
+    [({"frame_stack": 2}, (2, 84, 84)), ({"grayscale": False}, (4, 84, 84, 3)), ({"screen_size": 42}, (4, 42, 42))],
+)
+def test_the_observation_options_reach_the_emulator(options, shape):
+    observation, _ = envs.make_batched("atari:pong", 1, seed=0, **options).reset()
+    assert observation.shape == (1, *shape)
+
+
 @pytest.mark.parametrize("game", atari.ATARI57)
 def test_every_atari57_game_resets_and_steps(game):
     batch = envs.make_batched(f"atari:{game}", 2, seed=0)

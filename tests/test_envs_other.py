@@ -62,11 +62,12 @@ def test_minatar_games_are_reproducible_by_seed(game):
     assert all(np.array_equal(a[0], b[0]) and a[1:] == b[1:] for a, b in zip(first, again))
 
 
-def test_minatar_episode_cap_truncates():
+def test_minatar_episode_cap_truncates_each_episode():
     env = envs.make("minatar:freeway", seed=0, max_episode_steps=7)
-    env.reset()
-    results = [env.step(0) for _ in range(7)]
-    assert [r[3] for r in results] == [False] * 6 + [True]
+    for _ in range(2):  # The cap counts each episode's steps from its reset.
+        env.reset()
+        results = [env.step(0) for _ in range(7)]
+        assert [r[3] for r in results] == [False] * 6 + [True]
 
 
 def test_ctrl_c_while_minatar_imports_its_display_stops_the_process():

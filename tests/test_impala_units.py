@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import reverb
 import tensorflow as tf
+from scripted_envs import ScriptedBatchEnv
 from test_vtrace import n_step_returns, reference_vtrace
 
 from common import envs
@@ -283,6 +284,39 @@ def test_actor_records_the_version_published_with_its_parameters(impala_server):
                             TOY.envs_per_actor)  # fmt: skip
     batch = next(iter(data))
     np.testing.assert_array_equal(batch["policy_version"].numpy(), 7)
+
+
+def unroll(server, network, spec, env, length: int) -> dict[str, np.ndarray]:
+    """One unroll of `length` steps (and the bootstrap step) that an actor wrote from its first env."""
+    actor = Actor(network, spec, env, reverb.Client(f"localhost:{server.port}"), length, seed=1, jit=False)
+    actor.run(num_unrolls=1)
+    actor.close()
+    data = datasets.dataset(f"localhost:{server.port}", trajectories.QUEUE_TABLE, spec, length + 1, 1)
+    return {name: value.numpy()[0] for name, value in next(iter(data)).items()}
+
+
+def test_life_losses_are_terminals_and_episodes_are_games(impala_server):
+    """A lost life (Atari's training terminal) starts a new unroll segment, but the episode logged is the game:
+    its return and length run on to the game over, or to the time limit's truncation (also a terminal)."""
+    network, spec = agent.build_agent(TOY)
+    reverb_variables.publish(reverb.Client(f"localhost:{impala_server.port}"), network.trainable_variables)
+    env = ScriptedBatchEnv(spec["observation"].shape, network.num_actions)
+    steps = unroll(impala_server, network, spec, env, length=7)
+    F, T = False, True
+    assert steps["terminal"].tolist() == [F, T, F, T, F, F, T, F]
+    assert steps["first"].tolist() == [T, F, T, F, T, F, F, T]  # The step after each terminal.
+    np.testing.assert_array_equal(steps["episode_return"], [np.nan] * 3 + [4.0] + [np.nan] * 2 + [3.0, np.nan])
+    assert steps["episode_length"].tolist() == [0, 0, 0, 4, 0, 0, 3, 0]
+
+
+def test_the_actor_draws_each_steps_action_afresh(impala_server):
+    """Uniform logits (every weight 0): 31 steps draw all 3 of Catch's actions, not one action over and over."""
+    network, spec = agent.build_agent(TOY)
+    for variable in network.trainable_variables:
+        variable.assign(tf.zeros_like(variable))
+    reverb_variables.publish(reverb.Client(f"localhost:{impala_server.port}"), network.trainable_variables)
+    steps = unroll(impala_server, network, spec, envs.make_batched(TOY.env, 1, seed=1), length=30)
+    assert set(steps["action"].tolist()) == {0, 1, 2}  # Seeded; a miss would be about 3 (2/3)^31, 1e-5.
 
 
 def test_an_lstm_learner_with_the_actors_parameters_sees_its_unrolls_on_policy(impala_server):

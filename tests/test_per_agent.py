@@ -24,6 +24,7 @@ import pytest
 import reverb
 import tensorflow as tf
 from scipy import stats
+from scripted_envs import ScriptedBatchEnv
 
 from common.envs.batch import SerialBatchEnv
 from common.errors import UsageError
@@ -186,6 +187,27 @@ def test_a_truncation_is_stored_as_terminal_like_a_termination():
         assert [float(t.terminal) for t in transitions] == [float(end) for end in ends]
         for transition, end in zip(transitions, ends):  # After an end, S_j is the next episode's first.
             assert (transition.next_observation == 0).all() == end
+
+
+def test_life_losses_are_terminals_and_episodes_are_games():
+    """Atari's training terminal on a lost life cuts the bootstrap (gamma_j = 0), but the episode logged is
+    the game: its return and length run on to the game over, or to the time limit's truncation."""
+    space, num_actions = agent_lib.spaces(TOY)
+    env = ScriptedBatchEnv(space.shape, num_actions)
+    actor = actor_lib.Actor(networks.make(TOY, space, num_actions, name="q"), env, seed=0)
+    steps = [actor.step(epsilon=1.0) for _ in range(7)]
+    assert [float(transitions[0].terminal) for transitions, _ in steps] == [0, 1, 0, 1, 0, 0, 1]
+    assert [episodes for _, episodes in steps] == [[], [], [], [(4.0, 4)], [], [], [(3.0, 3)]]
+
+
+def test_a_serial_batchs_game_over_is_a_termination_or_a_truncation():
+    """What both actors log episodes by: a truncated game (MinAtar's step cap) ends its episode too."""
+    space, num_actions = agent_lib.spaces(TOY)
+    env = SerialBatchEnv(lambda i, seed: CountingEnv(space, num_actions, truncates=i == 0), num_envs=2, seed=0)
+    env.reset()
+    game_overs = [env.step(np.zeros(2, np.int32))[4]["game_over"].tolist() for _ in range(6)]
+    assert [g[0] for g in game_overs] == [False, False, True] * 2  # Truncated at step 3.
+    assert [g[1] for g in game_overs] == [False, True] * 3  # Terminated at step 2.
 
 
 def test_same_seed_acts_alike_and_another_seed_does_not(make_agent):

@@ -155,6 +155,33 @@ def test_windows_over_short_chunks_new_games_and_skipped_steps(servers):
     assert_items_are_the_transitions(read_all(buffer, len(added)), added)
 
 
+def test_each_envs_frames_are_written_once(servers, monkeypatch):
+    """Two envs' games, interleaved: each stream's first stack is written whole, then one new frame a step
+    (about k times less memory than a stack an item), and every item still reads as its env's own."""
+    config = replay_config.ReplayConfig(alpha=1.0, epsilon=0.0, capacity=1000)
+    client, replays = servers(config)
+    buffer = replay.PrioritizedReplay(client, config, frame_stack=4, chunk_length=3)
+    replays.append(buffer)
+    written, append = [], replay.TransitionWriter._append
+
+    def counted(writer, frame, step=None):
+        written.append(int(frame.flat[0]))
+        return append(writer, frame, step)
+
+    monkeypatch.setattr(replay.TransitionWriter, "_append", staticmethod(counted))
+    states, added = {0: stack_of([0, 0, 0, 1]), 1: stack_of([0, 0, 0, 101])}, {}
+    for j in range(10):
+        for stream in (0, 1):
+            next_state = np.concatenate([states[stream][1:], stack_of([2 + j + 100 * stream])[-1:]])
+            transition = Transition(states[stream], np.int32(0), np.float32(j), np.float32(0), next_state)
+            added[buffer.inserted] = transition
+            buffer.add_transition(transition, stream)
+            states[stream] = next_state
+    firsts = [0, 0, 0, 1, 2, 0, 0, 0, 101, 102]  # Each stream's first S_{j-1} whole, and its S_j's new frame.
+    assert written == firsts + [frame for j in range(1, 10) for frame in (2 + j, 102 + j)]
+    assert_items_are_the_transitions(read_all(buffer, len(added)), added)
+
+
 def test_frames_survive_a_reverb_checkpoint(servers, tmp_path):
     config = dataclasses.replace(ATARI, envs_per_actor=1)
     client, replays = servers(config.replay_config, tmp_path)

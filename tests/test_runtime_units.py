@@ -934,6 +934,19 @@ def test_one_history_feeds_several_tables_and_n_step_items():
     srv.stop()
 
 
+def test_a_dataset_that_times_out_ends_without_a_short_batch():
+    """A learner whose table runs dry mid-batch trains on no batch, not on a smaller one."""
+    spec = {"x": tf.TensorSpec((), tf.int32)}
+    srv = reverb.Server([tables.queue("queue", 100)])
+    address = f"localhost:{srv.port}"
+    adder = adders.SequenceAdder(reverb.Client(address), spec, 3, length=1, period=1, priorities={"queue": 1.0})
+    adder.append({"x": np.array([0, 1, 2])})  # 3 items, one per env.
+    adder.close()
+    sizes = [len(batch["x"]) for batch in datasets.dataset(address, "queue", spec, 1, 2, timeout_ms=200)]
+    assert sizes == [2]
+    srv.stop()
+
+
 def test_sample_to_insert_ratio_holds_the_replay_ratio():
     """8 samples per insert (PER's 32 per 4 steps), enforced on both sides by the limiter."""
     spec = {"x": tf.TensorSpec((), tf.int32)}
