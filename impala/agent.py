@@ -128,11 +128,15 @@ class QueueLearner:
         if "policy_version" in batch:
             self.policy_lag.add(self.steps, batch["policy_version"].numpy())
         metrics = self.learner.step(batch)
-        if self.steps % self.config.publish_every == 0:
-            self._publish()
+        self._publish_if_due()
         fields = {k: batch[k].numpy() for k in ("episode_return", "episode_length", "task") if k in batch}
         episodes = trajectories.finished_episodes(fields, self._tasks)
         return loop.Step(metrics, episodes)
+
+    def _publish_if_due(self) -> None:
+        """Publishes after every `publish_every`-th learner step (1: after each)."""
+        if self.steps % self.config.publish_every == 0:
+            self._publish()
 
     def _publish(self) -> None:
         """The parameters, for the actors' next unrolls, and their version: the learner steps that made them."""

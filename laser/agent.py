@@ -177,7 +177,7 @@ class MixedLearner(impala_agent.QueueLearner):
             return None
         fresh, replayed = pair
         metrics = self._learn(fresh, replayed)
-        self._publish()
+        self._publish_if_due()
         self._accepted = metrics["replay_accepted"]
         episodes = trajectories.finished_episodes({k: fresh[k].numpy() for k in ("episode_return", "episode_length")})
         return loop.Step(metrics, episodes)

@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from common.errors import UsageError
 from common.reverb import server as reverb_server
+from common.reverb import variables as reverb_variables
 from impala import losses as impala_losses
 from impala import networks, trajectories
 from impala import vtrace as impala_vtrace
@@ -354,6 +355,18 @@ def test_batch_composition(fraction, batch_size):
     assert config.dequeued_per_step == max(online, 1)
 
 
+def test_the_atari_preset_holds_section_5_1s_values():
+    """LASER §5.1: IMPALA's deep network at 4x the channels, discount 0.995, no clipping by norm, 19 steps,
+    constant learning rates and entropy costs centred on IMPALA's, 96% replay."""
+    preset = PRESETS["atari_laser"]
+    section_5_1 = {
+        "network": "deep_x4", "discount": 0.995, "max_grad_norm": 0.0, "unroll_length": 19, "batch_size": 128,
+        "replay_fraction": 0.96, "learning_rate": 0.0006, "entropy_cost": 0.01, "anneal_learning_rate": False,
+        "trust_region": True,
+    }  # fmt: skip
+    assert {name: getattr(preset, name) for name in section_5_1} == section_5_1
+
+
 def test_presets_batches():
     assert (PRESETS["atari_laser"].online_batch_size, PRESETS["atari_laser"].replay_batch_size) == (5, 123)
     assert (PRESETS["minatar_laser"].online_batch_size, PRESETS["minatar_laser"].replay_batch_size) == (2, 14)
@@ -574,6 +587,25 @@ def test_mixed_learner_counts_fresh_frames_and_episodes_only(serve, fraction):
         assert "replay" not in progress
 
 
+@pytest.mark.parametrize("publish_every", [1, 2])
+def test_the_mixed_learner_publishes_its_parameters_every_publish_every_steps(serve, publish_every):
+    """The actors' and the replayer's theta: the network's, with its step count as the version."""
+    config = dataclasses.replace(TOY, publish_every=publish_every)
+    client, address = serve(config)
+    learner = agent.MixedLearner(config, client, address)
+    learner.start()
+    write_catch_unrolls(client, config, learner.spec, 3 * config.batch_size)
+    published_at = 0
+    for step in (1, 2, 3):
+        learner.step()
+        *parameters, version = reverb_variables.fetch(client, agent.params_table(config))
+        published_at = step if step % publish_every == 0 else published_at
+        assert int(version) == published_at
+        if published_at == step:
+            for fetched, variable in zip(parameters, learner.network.trainable_variables, strict=True):
+                np.testing.assert_array_equal(fetched, variable.numpy())
+
+
 def random_batch(config, rng):
     batch_size, length = config.batch_size, config.unroll_length + 1
     return {
@@ -723,6 +755,36 @@ def test_prioritized_learner_weights_and_writes_the_sampled_keys_critic_losses(s
     for sample in client.sample(agent.REPLAY_TABLE, num_samples=500, emit_timesteps=False):
         key, priority = sample.info.key, sample.info.priority
         assert priority == pytest.approx(last.get(key, 1.0), rel=1e-12) or key in sampled_since
+
+
+def test_the_importance_weights_weigh_the_replayed_unrolls_at_beta(serve):
+    """Unequal sample probabilities: the replayed unrolls take (N P(i))^-beta / max at importance_sampling_exponent
+    (PER §3.4), not at the priority exponent; the fresh unrolls, first in the batch, weigh 1."""
+    config = PRIORITIZED
+    assert config.importance_sampling_exponent != config.priority_exponent
+    client, address = serve(config)
+    learner = agent.MixedLearner(config, client, address)
+    learner.start()
+    online, replayed = config.online_batch_size, config.replay_batch_size
+    rng = np.random.default_rng(0)
+    batch = random_batch(config, rng)
+    probabilities = rng.uniform(0.01, 0.1, replayed)
+    info = reverb.SampleInfo(
+        key=tf.constant(range(replayed), tf.uint64), probability=tf.constant(probabilities, tf.float64),
+        table_size=tf.fill([replayed], tf.constant(40, tf.int64)), priority=tf.ones(replayed, tf.float64),
+        times_sampled=tf.ones(replayed, tf.int32),
+    )  # fmt: skip
+    weights, step = [], learner.learner.step
+
+    def spy(batch, importance_weights=None):
+        weights.append(importance_weights)
+        return step(batch, importance_weights)
+
+    learner.learner.step = spy
+    fresh = {name: value[:online] for name, value in batch.items()}
+    learner._learn(fresh, (info, {name: value[online:] for name, value in batch.items()}))
+    expected = np.concatenate([np.ones(online), reference_importance_weights(probabilities, 40, 0.5)])
+    np.testing.assert_allclose(weights[0], expected, rtol=1e-12)
 
 
 def test_the_learner_refuses_a_distribution_strategy():
