@@ -14,7 +14,7 @@ from common import envs
 from common.errors import UsageError
 from common.reverb import datasets, tables
 from common.reverb import variables as reverb_variables
-from impala import agent, networks, trajectories
+from impala import agent, losses, networks, trajectories
 from impala.actor import Actor
 from impala.config import PRESETS
 from impala.learner import Learner
@@ -170,6 +170,45 @@ def test_losses_match_the_papers_formulas(correction, rho_bar, pg_rho_bar):
     )  # fmt: skip
     for name, value in expected.items():
         assert metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-5), name
+
+
+@pytest.mark.parametrize("anneal, share", [(True, 0.5), (False, 1.0)])
+def test_a_step_applies_the_scheduled_learning_rate(anneal, share):
+    """Halfway through the budget: App. G's annealed rate is half the initial one, LASER §5.1's constant one whole."""
+    config = dataclasses.replace(TOY, anneal_learning_rate=anneal)
+    learner = _learner(config)
+    learner.frames.assign(config.total_frames // 2)
+    metrics = learner.step(_batch(config, np.random.default_rng(1)))
+    assert metrics["learning_rate"] == pytest.approx(share * config.learning_rate, rel=1e-6)
+
+
+def test_a_step_counts_its_batchs_env_frames():
+    """B unrolls of T steps at Atari's action repeat of 4 are 4 B T frames: the unit of the budget and the schedule."""
+    config = dataclasses.replace(TOY, env="atari:pong")
+    learner = _learner(config)
+    learner.step(_batch(config, np.random.default_rng(1)))
+    assert learner.frame_count == 4 * config.batch_size * config.unroll_length
+
+
+def test_the_learner_passes_the_configs_settings_to_the_loss_and_the_optimizer(monkeypatch):
+    """Every field the loss, the reward clipping and RMSProp take reaches them (each here off its default)."""
+    config = dataclasses.replace(
+        TOY, entropy_cost=0.02, baseline_cost=0.25, reward_clipping="dmlab_asymmetric", loss_reduction="mean",
+        clip_rho_threshold=2.0, clip_pg_rho_threshold=3.0, rmsprop_decay=0.8, rmsprop_epsilon=0.1, rmsprop_momentum=0.5,
+    )  # fmt: skip
+    seen, modes = [], []
+    loss, clip = losses.vtrace_actor_critic_loss, losses.clip_rewards
+    monkeypatch.setattr(losses, "vtrace_actor_critic_loss", lambda *args, **kw: seen.append(kw) or loss(*args, **kw))
+    monkeypatch.setattr(losses, "clip_rewards", lambda rewards, mode: modes.append(mode) or clip(rewards, mode))
+    learner = _learner(config)
+    learner.step(_batch(config, np.random.default_rng(1)))
+    expected = {
+        "baseline_cost": 0.25, "entropy_cost": 0.02, "reduction": "mean", "correction": "vtrace",
+        "clip_rho_threshold": 2.0, "clip_pg_rho_threshold": 3.0,
+    }  # fmt: skip
+    assert {name: seen[-1][name] for name in expected} == expected and set(modes) == {"dmlab_asymmetric"}
+    optimizer = learner.optimizer
+    assert (optimizer.decay, optimizer.epsilon, optimizer.momentum) == (0.8, 0.1, 0.5)
 
 
 def test_gradients_are_clipped_to_max_grad_norm():

@@ -146,6 +146,38 @@ def test_beta_anneals_over_env_frames_not_agent_steps():
         learner.count_agent_steps(25)
 
 
+def test_epsilon_decays_over_agent_steps_not_env_frames():
+    """epsilon_decay_steps counts agent steps (the config's unit; tuned DDQN's 1M), not frames (4 a step on Atari)."""
+    config = dataclasses.replace(TOY, env="atari:pong", epsilon_start=1.0, epsilon_end=0.1, epsilon_decay_steps=100)
+    space, num_actions = agent_lib.spaces(TOY)
+    learner = Learner(config, *(networks.make(TOY, space, num_actions, name=name) for name in ("online", "target")))
+    learner.restored()
+    learner.count_agent_steps(50)
+    assert learner.frames == 200 and learner.epsilon() == pytest.approx(1.0 - 0.9 * 50 / 100, rel=1e-12)
+
+
+def test_a_larger_budget_anneals_beta_on_from_where_it_was(tmp_path):
+    """A run resumed to a larger budget takes beta on linearly from its value then to beta_final at the new end."""
+    space, num_actions = agent_lib.spaces(TOY)
+
+    def learner(total_frames: int) -> Learner:
+        config = dataclasses.replace(TOY, beta0=0.4, beta_final=1.0, total_frames=total_frames)
+        return Learner(config, *(networks.make(TOY, space, num_actions, name=name) for name in ("online", "target")))
+
+    first = learner(1_000)
+    first.restored()
+    first.count_agent_steps(500)
+    first.sync_counters()
+    assert first.beta() == pytest.approx(0.7, rel=1e-12)
+    path = tf.train.Checkpoint(learner=first).save(str(tmp_path / "checkpoint"))
+    resumed = learner(2_000)
+    tf.train.Checkpoint(learner=resumed).restore(path)
+    resumed.restored()
+    assert resumed.beta() == pytest.approx(0.7, rel=1e-12)
+    resumed.count_agent_steps(750)
+    assert resumed.beta() == pytest.approx(0.7 + 0.3 * 750 / 1_500, rel=1e-12)
+
+
 def test_actor_is_greedy_at_epsilon_0_and_uniform_at_1(make_agent):
     agent = make_agent()
     observations = np.stack([agent.actor._observation[0]] * 3000)
@@ -246,7 +278,7 @@ def test_target_network_is_copied_every_target_update_period_updates():
     learner.restored()
     rng = np.random.default_rng(0)
     probe = random_batch(config, rng, 8)[0]["observation"]
-    last_copy = q_values(online, probe)
+    initial = last_copy = q_values(online, probe)
     np.testing.assert_array_equal(q_values(target, probe), last_copy)  # theta^- = theta at the start.
     for update in range(1, 10):
         result = learner.update(*random_batch(config, rng, 32))
@@ -256,6 +288,7 @@ def test_target_network_is_copied_every_target_update_period_updates():
         np.testing.assert_array_equal(q_values(target, probe), last_copy)
         assert not np.allclose(q_values(online, probe), q_values(target, probe)) or update % 3 == 0
     assert int(learner.target_updates.numpy()) == 3
+    assert not np.allclose(q_values(online, probe), initial)  # theta^- <- theta: the online network learned on.
 
 
 @pytest.mark.parametrize("clip_rewards", [True, False])
@@ -766,6 +799,10 @@ def test_presets_hold_the_papers_values():
         "loss_reduction": "mean", "total_frames": 5_000_000,
     }  # fmt: skip
     assert {name: getattr(p["minatar_ddqn"], name) for name in young_tian} == young_tian
+    # PER Table 3's alpha and beta0 for each variant, and the evaluation epsilon of tuned DDQN (Table 5).
+    assert (p["minatar_ddqn_rank"].alpha, p["minatar_ddqn_rank"].beta0) == (0.7, 0.5)
+    assert (p["minatar_ddqn_prop"].alpha, p["minatar_ddqn_prop"].beta0) == (0.6, 0.4)
+    assert all(p[name].eval_epsilon == 0.001 for name in ("minatar_ddqn", "minatar_ddqn_rank", "minatar_ddqn_prop"))
     for name in ("minatar_ddqn_rank", "minatar_ddqn_prop"):  # PER's step size / 4, the rest as uniform's.
         assert p[name].learning_rate == 0.00025 / 4
         as_uniform = dataclasses.replace(p[name], learning_rate=0.00025, replay="uniform", alpha=0.0, beta0=0.0)

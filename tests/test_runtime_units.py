@@ -991,6 +991,38 @@ def test_preprocess_learns_the_layout_from_the_observation_space():
     np.testing.assert_array_equal(networks.Preprocess(minatar)(tf.constant(board)).numpy(), board)
 
 
+def torso_variable_shapes(name: str, space: gym.spaces.Box) -> list[tuple[int, ...]]:
+    torso = networks.TORSOS[name]()
+    torso(networks.Preprocess(space)(tf.zeros((1, *space.shape), space.dtype)))
+    return sorted(tuple(v.shape) for v in torso.trainable_variables)
+
+
+def test_the_torsos_are_the_papers_networks():
+    """On Atari's 4x84x84 stacks: Mnih et al. 2015's DQN, IMPALA Fig. 3's shallow and deep networks, and
+    LASER §5.1's deep network with 4 times the channels."""
+    atari = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    nature = [(8, 8, 4, 32), (32,), (4, 4, 32, 64), (64,), (3, 3, 64, 64), (64,), (7 * 7 * 64, 512), (512,)]
+    assert torso_variable_shapes("nature_dqn", atari) == sorted(nature)
+    shallow = [(8, 8, 4, 16), (16,), (4, 4, 16, 32), (32,), (9 * 9 * 32, 256), (256,)]
+    assert torso_variable_shapes("shallow", atari) == sorted(shallow)
+    for name, channels in [("deep", (16, 32, 32)), ("deep_x4", (64, 128, 128))]:
+        # Per section: a 3x3 convolution and two residual blocks of two 3x3 convolutions each; then FC 256.
+        kernels = [shape for shape in torso_variable_shapes(name, atari) if len(shape) == 4]
+        assert sorted(shape[-1] for shape in kernels) == sorted(c for c in channels for _ in range(5))
+        assert {shape[:2] for shape in kernels} == {(3, 3)}
+        assert (11 * 11 * channels[-1], 256) in torso_variable_shapes(name, atari)  # 84 -> 42 -> 21 -> 11.
+
+
+def test_a_residual_block_adds_its_input():
+    """IMPALA Fig. 3: x + conv(relu(conv(relu(x)))); with the last convolution at 0, the block is the identity."""
+    block = networks.ResidualBlock(8)
+    x = tf.random.stateless_normal((2, 5, 5, 8), [0, 1])
+    block(x)
+    for variable in block._conv_b.variables:
+        variable.assign(tf.zeros_like(variable))
+    np.testing.assert_array_equal(block(x).numpy(), x.numpy())
+
+
 def test_a_network_that_does_not_fit_the_env_is_named():
     minatar = gym.spaces.Box(0, 1, (10, 10, 4), np.uint8)
     with pytest.raises(UsageError, match="network 'shallow' does not fit minatar:breakout's observations"):
