@@ -326,8 +326,11 @@ def test_actor_records_the_version_published_with_its_parameters(impala_server):
 
 
 def unroll(server, network, spec, env, length: int) -> dict[str, np.ndarray]:
-    """One unroll of `length` steps (and the bootstrap step) that an actor wrote from its first env."""
-    actor = Actor(network, spec, env, reverb.Client(f"localhost:{server.port}"), length, seed=1, jit=False)
+    """One unroll of `length` steps (and the bootstrap step) that an actor acting with `network`'s parameters,
+    published first, wrote from its first env."""
+    client = reverb.Client(f"localhost:{server.port}")
+    reverb_variables.publish(client, network.trainable_variables)
+    actor = Actor(network, spec, env, client, length, seed=1, jit=False)
     actor.run(num_unrolls=1)
     actor.close()
     data = datasets.dataset(f"localhost:{server.port}", trajectories.QUEUE_TABLE, spec, length + 1, 1)
@@ -338,7 +341,6 @@ def test_life_losses_are_terminals_and_episodes_are_games(impala_server):
     """A lost life (Atari's training terminal) starts a new unroll segment, but the episode logged is the game:
     its return and length run on to the game over, or to the time limit's truncation (also a terminal)."""
     network, spec = agent.build_agent(TOY)
-    reverb_variables.publish(reverb.Client(f"localhost:{impala_server.port}"), network.trainable_variables)
     env = ScriptedBatchEnv(spec["observation"].shape, network.num_actions)
     steps = unroll(impala_server, network, spec, env, length=7)
     F, T = False, True
@@ -353,7 +355,6 @@ def test_the_actor_draws_each_steps_action_afresh(impala_server):
     network, spec = agent.build_agent(TOY)
     for variable in network.trainable_variables:
         variable.assign(tf.zeros_like(variable))
-    reverb_variables.publish(reverb.Client(f"localhost:{impala_server.port}"), network.trainable_variables)
     steps = unroll(impala_server, network, spec, envs.make_batched(TOY.env, 1, seed=1), length=30)
     assert set(steps["action"].tolist()) == {0, 1, 2}  # Seeded; a miss would be about 3 (2/3)^31, 1e-5.
 

@@ -133,12 +133,17 @@ def test_beta_goes_linearly_from_beta0_to_beta_final_at_the_frame_budget(make_ag
     assert betas[-1] == beta_final
 
 
+def schedule_learner(config) -> Learner:
+    """A learner of `config`'s counters and schedules on Catch's small networks (the schedules are under test)."""
+    space, num_actions = agent_lib.spaces(TOY)
+    return Learner(config, *(networks.make(TOY, space, num_actions, name=name) for name in ("online", "target")))
+
+
 def test_beta_anneals_over_env_frames_not_agent_steps():
     """With Atari's action repeat of 4, beta reaches beta_final at total_frames: a quarter as many agent steps."""
     config = dataclasses.replace(TOY, env="atari:pong", beta0=0.4, beta_final=1.0, total_frames=1_000)
     assert config.frames_per_step == 4
-    space, num_actions = agent_lib.spaces(TOY)  # Only the schedule is under test: Catch's small networks.
-    learner = Learner(config, *(networks.make(TOY, space, num_actions, name=name) for name in ("online", "target")))
+    learner = schedule_learner(config)
     learner.restored()
     for agent_steps in range(0, 300, 25):
         assert learner.frames == 4 * agent_steps
@@ -149,8 +154,7 @@ def test_beta_anneals_over_env_frames_not_agent_steps():
 def test_epsilon_decays_over_agent_steps_not_env_frames():
     """epsilon_decay_steps counts agent steps (the config's unit; tuned DDQN's 1M), not frames (4 a step on Atari)."""
     config = dataclasses.replace(TOY, env="atari:pong", epsilon_start=1.0, epsilon_end=0.1, epsilon_decay_steps=100)
-    space, num_actions = agent_lib.spaces(TOY)
-    learner = Learner(config, *(networks.make(TOY, space, num_actions, name=name) for name in ("online", "target")))
+    learner = schedule_learner(config)
     learner.restored()
     learner.count_agent_steps(50)
     assert learner.frames == 200 and learner.epsilon() == pytest.approx(1.0 - 0.9 * 50 / 100, rel=1e-12)
@@ -158,11 +162,9 @@ def test_epsilon_decays_over_agent_steps_not_env_frames():
 
 def test_a_larger_budget_anneals_beta_on_from_where_it_was(tmp_path):
     """A run resumed to a larger budget takes beta on linearly from its value then to beta_final at the new end."""
-    space, num_actions = agent_lib.spaces(TOY)
 
     def learner(total_frames: int) -> Learner:
-        config = dataclasses.replace(TOY, beta0=0.4, beta_final=1.0, total_frames=total_frames)
-        return Learner(config, *(networks.make(TOY, space, num_actions, name=name) for name in ("online", "target")))
+        return schedule_learner(dataclasses.replace(TOY, beta0=0.4, beta_final=1.0, total_frames=total_frames))
 
     first = learner(1_000)
     first.restored()

@@ -1007,10 +1007,11 @@ def test_the_torsos_are_the_papers_networks():
     assert torso_variable_shapes("shallow", atari) == sorted(shallow)
     for name, channels in [("deep", (16, 32, 32)), ("deep_x4", (64, 128, 128))]:
         # Per section: a 3x3 convolution and two residual blocks of two 3x3 convolutions each; then FC 256.
-        kernels = [shape for shape in torso_variable_shapes(name, atari) if len(shape) == 4]
+        shapes = torso_variable_shapes(name, atari)
+        kernels = [shape for shape in shapes if len(shape) == 4]
         assert sorted(shape[-1] for shape in kernels) == sorted(c for c in channels for _ in range(5))
         assert {shape[:2] for shape in kernels} == {(3, 3)}
-        assert (11 * 11 * channels[-1], 256) in torso_variable_shapes(name, atari)  # 84 -> 42 -> 21 -> 11.
+        assert (11 * 11 * channels[-1], 256) in shapes  # 84 -> 42 -> 21 -> 11.
 
 
 def test_a_residual_block_adds_its_input():
