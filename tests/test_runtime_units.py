@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 
 import gymnasium as gym
 import numpy as np
@@ -626,6 +627,146 @@ def test_a_second_signal_while_the_first_is_handled_neither_hangs_nor_loses_the_
     assert run_loop(tmp_path, learner, total_frames=1000, checkpoint_every_s=3600.0) == 128 + signal.SIGTERM
     assert learner.probed >= 1 and learner.blocked == []
     assert checkpoint_steps(tmp_path)[-1] == learner.steps == 3
+
+
+class IdleLearner(ScriptedLearner):
+    """Has nothing to learn from at its first 3 calls (PER's learner while its replay fills), then steps."""
+
+    def __init__(self):
+        super().__init__()
+        self.idle = 3
+
+    def step(self):
+        if self.idle:
+            self.idle -= 1
+            return None
+        return super().step()
+
+
+def test_a_step_with_nothing_to_learn_from_does_not_end_the_run(tmp_path):
+    learner = IdleLearner()
+    assert run_loop(tmp_path, learner, total_frames=50) == 0
+    assert learner.idle == 0 and learner.steps == 5
+    assert json.loads((tmp_path / "final.json").read_text())["frames"] == 50
+
+
+class InfiniteLossLearner(ScriptedLearner):
+    def step(self):
+        result = super().step()
+        return loop.Step({"loss": math.inf}, result.episodes) if self.steps == 3 else result
+
+
+def test_an_infinite_loss_stops_the_run_as_a_nan_does(tmp_path, capsys):
+    assert run_loop(tmp_path, InfiniteLossLearner(), total_frames=1000) == 1
+    assert "non-finite loss (inf)" in capsys.readouterr().err
+    assert max(checkpoint_steps(tmp_path)) < 3 and not (tmp_path / "final.json").exists()
+
+
+def test_a_run_that_fails_at_its_first_step_keeps_its_initial_checkpoint(tmp_path, capsys):
+    assert run_loop(tmp_path, ScriptedLearner(nan_at=1), total_frames=1000, checkpoint_every_s=3600.0) == 1
+    assert checkpoint_steps(tmp_path) == [0]
+    assert "ckpt-0" in capsys.readouterr().err
+
+
+class SummarisingLearner(ScriptedLearner):
+    def summary(self):
+        return {"policy_lag_mean": 1.5}
+
+
+class RestartedActors:
+    restarts = 2
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+
+def test_final_json_has_learner_steps_actor_restarts_and_the_learners_own_summary(tmp_path):
+    record = run_dir.RunRecord(tmp_path, PRESETS["toy"], "all")
+    assert loop.run(SummarisingLearner(), tmp_path, loop.Settings(50, 3600.0, 0.0), record, RestartedActors()) == 0
+    final = json.loads((tmp_path / "final.json").read_text())
+    assert (final["frames"], final["learner_steps"], final["actor_restarts"]) == (50, 5, 2)  # 10 frames a step.
+    assert final["policy_lag_mean"] == 1.5
+
+
+def tensorboard_steps(directory, tag):
+    steps = []
+    for path in sorted((directory / "tb").glob("events.out.tfevents.*")):
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            steps += [event.step for value in event.summary.value if value.tag == tag]
+    return steps
+
+
+def test_tensorboard_ends_where_the_run_did_in_frames(tmp_path):
+    """No progress line falls due in an hour: the loop's closing log is the only one, at 50 frames."""
+    record = run_dir.RunRecord(tmp_path, PRESETS["toy"], "all")
+    assert loop.run(ScriptedLearner(), tmp_path, loop.Settings(50, 3600.0, 3600.0), record) == 0
+    assert tensorboard_steps(tmp_path, "learner/loss") == [50]  # Frames (10 a step), not learner steps.
+    assert tensorboard_steps(tmp_path, "progress/queue") == [50]
+
+
+class CsvReadingLearner(ScriptedLearner):
+    """Reads episodes.csv at each step, as a dashboard, or a kill, would find it."""
+
+    def __init__(self, directory):
+        super().__init__()
+        self.directory, self.rows_seen = directory, []
+
+    def step(self):
+        with open(self.directory / "episodes.csv", newline="") as f:
+            self.rows_seen.append(len(list(csv.DictReader(f))))
+        return super().step()
+
+
+def test_each_due_progress_line_prints_and_flushes_episodes_csv_during_the_run(tmp_path, capsys):
+    learner = CsvReadingLearner(tmp_path)
+    assert run_loop(tmp_path, learner, total_frames=50) == 0  # A line is due after every step.
+    assert learner.rows_seen == [0, 1, 2, 3, 4]  # Each step's episode is on disk before the next step.
+    assert sum(line.startswith("frames ") for line in capsys.readouterr().out.splitlines()) == 5
+
+
+def test_episodes_csv_records_the_runs_wall_time(tmp_path):
+    class SleepyLearner(ScriptedLearner):
+        def step(self):
+            time.sleep(0.06)
+            return super().step()
+
+    assert run_loop(tmp_path, SleepyLearner(), total_frames=50) == 0
+    with open(tmp_path / "episodes.csv", newline="") as f:
+        wall = [float(row["wall_time"]) for row in csv.DictReader(f)]
+    assert len(wall) == 5 and wall == sorted(wall) and wall[-1] >= 0.2  # At least 0.3 s, rounded to 0.1 s.
+
+
+def test_timed_checkpoints_come_once_an_interval(tmp_path, monkeypatch):
+    """A step takes one second of the loop's clock; with a checkpoint every 2.5 s, ten steps save at 3, 6
+    and 9, then at the end."""
+    clock = [0.0]
+    monkeypatch.setattr(loop, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+
+    class OneSecondLearner(ScriptedLearner):
+        def step(self):
+            clock[0] += 1.0
+            return super().step()
+
+    learner = OneSecondLearner()
+    assert run_loop(tmp_path, learner, total_frames=100, checkpoint_every_s=2.5) == 0
+    assert learner.extra_saves == 4
+
+
+def test_a_stop_records_the_checkpointed_frames_in_provenance(tmp_path):
+    """A resume's budget may not fall below them (`common.launch`): each save records them, not only the end."""
+    learner = SignalledLearner(signal.SIGTERM)
+    assert run_loop(tmp_path, learner, total_frames=1000, checkpoint_every_s=3600.0) == 143
+    segment = json.loads((tmp_path / "provenance.json").read_text())["segments"][-1]
+    assert segment["frames"] == learner.frames == 30
+
+
+def test_loop_settings_take_each_field_from_its_namesake():
+    config = dataclasses.replace(PRESETS["toy"], total_frames=1234, checkpoint_every_s=600.0, log_every_s=5.0)
+    assert loop.settings(config) == loop.Settings(total_frames=1234, checkpoint_every_s=600.0, log_every_s=5.0)
 
 
 class SignalledActors:
