@@ -432,6 +432,18 @@ def test_the_replay_is_uniform_fifo_and_sized_in_unrolls():
     assert episodes.info.max_size == TOY.replay_capacity // TOY.max_replay_episode_steps
 
 
+def test_the_recomputed_unrolls_are_a_queue_drawn_in_random_order():
+    """App. A.2: the replayer writes consecutive unrolls of one episode; the learner draws them at random (a
+    batch mixes episodes), each exactly once, and the replayer waits, not evicts, while the queue is full."""
+    _, replayed = agent.recompute_tables(TOY)
+    info = replayed.info
+    assert info.sampler_options.WhichOneof("distribution") == "uniform"
+    assert (info.max_times_sampled, info.max_size) == (1, TOY.queue_size)
+    limiter = info.rate_limiter_info
+    assert (limiter.samples_per_insert, limiter.min_size_to_sample) == (1.0, 1)
+    assert (limiter.min_diff, limiter.max_diff) == (0.0, TOY.queue_size)
+
+
 def test_app_a2_preset_and_its_arms():
     """Fig. 4 right: 50% replay, a smaller replay; uniform, and prioritized with beta 0.5 and 1."""
     preset = PRESETS["minatar_laser_a2"]
