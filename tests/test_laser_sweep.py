@@ -34,6 +34,16 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 SWEEP = [sys.executable, "-m", "laser.sweep"]
 
 
+def in_own_process(script: str, *args) -> tuple[object, str]:
+    """What `script` printed last, as JSON, and its stderr. In a process of its own: `laser.sweep` defines
+    flags that other tests' modules define too."""
+    result = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1]), result.stderr
+
+
 def test_the_atari_grid_is_the_papers():
     members = sweep_members(PRESETS["atari_laser"], 9)
     grid = {(m.learning_rate, m.entropy_cost) for m in members}
@@ -119,6 +129,14 @@ def test_sweep_bad_input_is_one_line_and_leaves_nothing(tmp_path):
         assert not directory.exists()
 
 
+SUMMARISE = """
+import dataclasses, json, pathlib, sys
+from laser import sweep
+configs = sweep.sweep_members(dataclasses.replace(sweep.PRESETS['toy_laser'], total_frames=1000), int(sys.argv[2]))
+print(json.dumps(sweep.summarise(pathlib.Path(sys.argv[1]), configs)))
+"""
+
+
 def test_the_summary_of_an_interrupted_sweep_gives_each_members_frames(tmp_path):
     for member, rows in ((0, [(400, 1.0), (1000, 3.0)]), (1, [(300, 2.0), (600, 4.0)])):
         run = tmp_path / f"member_{member}"
@@ -126,22 +144,144 @@ def test_the_summary_of_an_interrupted_sweep_gives_each_members_frames(tmp_path)
         lines = ["frames,episode_return,episode_length,wall_time", *(f"{f},{r},10,1.0" for f, r in rows)]
         (run / "episodes.csv").write_text("\n".join(lines) + "\n")
     (tmp_path / "member_0" / "final.json").write_text('{"frames": 1008}')
-    script = (  # In its own process: laser.sweep defines flags that other tests' modules define too.
-        "import dataclasses, json, pathlib, sys\n"
-        "from laser import sweep\n"
-        "configs = sweep.sweep_members(dataclasses.replace(sweep.PRESETS['toy_laser'], total_frames=1000), 2)\n"
-        "print(json.dumps(sweep.summarise(pathlib.Path(sys.argv[1]), configs)))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    rows = json.loads(result.stdout.splitlines()[-1])
+    rows, _ = in_own_process(SUMMARISE, tmp_path, 2)
     assert [(r["finished"], r["frames"], r["episodes"], r["last100"]) for r in rows] == [
         (True, 1008, 2, 2.0), (False, 600, 2, 3.0)
     ]  # fmt: skip
     with open(tmp_path / "sweep_summary.csv", newline="") as f:
         assert [r["frames"] for r in csv.DictReader(f)] == ["1008", "600"]
+
+
+def test_the_summary_gives_the_last_100_games_and_a_member_at_its_budget_as_finished(tmp_path):
+    run = tmp_path / "member_0"
+    run.mkdir()
+    lines = ["frames,episode_return,episode_length,wall_time", *(f"{10 * i},{i},10,1.0" for i in range(150))]
+    (run / "episodes.csv").write_text("\n".join(lines) + "\n")
+    (run / "final.json").write_text('{"frames": 1000}')  # Exactly the budget.
+    ((row,), _) = in_own_process(SUMMARISE, tmp_path, 1)
+    assert (row["finished"], row["episodes"], row["last100"]) == (True, 150, 99.5)  # Games 50 to 149.
+
+
+MEMBER_COMMANDS = """
+import dataclasses, json, pathlib, sys
+from laser import sweep
+directory = pathlib.Path(sys.argv[1])
+base = dataclasses.replace(sweep.PRESETS['toy_laser'], total_frames=5000, num_actors=3)
+config = sweep.sweep_members(base, 1)[0]
+path, run = sweep.config_path(directory, 0), directory / 'member_0'
+out = {'fresh': sweep.member_command(config, path, run, 'host:1')}
+run.mkdir(parents=True)
+(run / 'config.json').write_text('{}')  # Started earlier, stopped before its budget.
+out['resumed'] = sweep.member_command(config, path, run, 'host:1')
+out['finished'] = []
+for frames in (4990, 5000):  # Finished a smaller budget; finished this one.
+    (run / 'final.json').write_text(json.dumps({'frames': frames}))
+    out['finished'].append(sweep.finished(run, config))
+print(json.dumps(out))
+"""
+
+
+def test_a_started_member_resumes_with_the_sweeps_budget_and_one_below_it_is_not_finished(tmp_path):
+    out, _ = in_own_process(MEMBER_COMMANDS, tmp_path)
+    assert out["fresh"][-1] == f"--config={tmp_path / 'configs' / 'member_0.json'}" and "--resume" not in out["fresh"]
+    assert out["resumed"][-3:] == ["--resume", "--frames=5000", "--actors=3"]
+    assert not any(arg.startswith("--config=") for arg in out["resumed"])
+    assert out["finished"] == [False, True]  # A sweep resumed with a larger budget trains the member on.
+
+
+REQUESTED_MEMBERS = """
+import json, pathlib, sys
+from absl import flags
+from common import config as config_lib
+from common.errors import UsageError
+from laser import sweep
+directory = pathlib.Path(sys.argv[1])
+(directory / 'configs').mkdir(parents=True)
+for config in sweep.sweep_members(sweep.PRESETS['toy_laser'], 2):
+    sweep.config_path(directory, config.sweep_member).write_text(config_lib.to_json(config) + '\\n')
+out = {}
+for name, argv in [
+    ('resume', ['--resume', '--frames=7000', '--actors=3']),
+    ('server', ['--role=server']),
+    ('env_option', ['--resume', '--env_option=sticky_action_prob=0.25']),
+]:
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(['sweep', f'--sweep_dir={directory}', *argv])
+    try:
+        configs, saved = sweep.requested_members(directory)
+        out[name] = [saved, [[c.sweep_member, c.total_frames, c.num_actors] for c in configs]]
+    except UsageError as error:
+        out[name] = str(error)
+print(json.dumps(out))
+"""
+
+
+def test_a_resumed_sweep_takes_frames_and_actors_and_its_server_the_saved_members(tmp_path):
+    out, _ = in_own_process(REQUESTED_MEMBERS, tmp_path)
+    assert out["resume"] == [True, [[0, 7000, 3], [1, 7000, 3]]]
+    saved, members = out["server"]  # `--role server` on a written sweep serves its saved members' tables.
+    assert saved and [m[0] for m in members] == [0, 1]
+    assert "--env_option cannot change" in out["env_option"]
+
+
+FAILED_MEMBER = """
+import json, pathlib, sys
+from laser import sweep
+directory = pathlib.Path(sys.argv[1])
+directory.mkdir(parents=True, exist_ok=True)
+
+class Server:
+    port = 1
+
+class Ended:  # A learner process that has exited with `returncode`.
+    def __init__(self, returncode):
+        self.returncode = returncode
+    def poll(self):
+        return self.returncode
+    def wait(self):
+        return self.returncode
+
+def start_member(directory, config, address, learners, supervisors):
+    learners[config.sweep_member] = Ended(1 if config.sweep_member == 1 else 0)
+
+sweep.make_server = lambda configs: Server()
+sweep.start_member = start_member
+print(json.dumps(sweep.run_sweep(directory, sweep.sweep_members(sweep.PRESETS['toy_laser'], 2), saved=True)))
+"""
+
+
+def test_a_sweep_whose_member_failed_exits_1_and_names_it(tmp_path):
+    status, stderr = in_own_process(FAILED_MEMBER, tmp_path / "sweep")
+    assert status == 1 and "error: member(s) [1] failed" in stderr
+
+
+ACTOR_SEGMENT = """
+import json, pathlib, sys
+from laser import sweep
+directory = pathlib.Path(sys.argv[1])
+started = []
+
+class Supervisor:
+    def __init__(self, *args):
+        started.append(args)
+    def start(self):
+        pass
+
+sweep.launch.ActorSupervisor = Supervisor
+sweep.subprocess.Popen = lambda *args, **kwargs: None
+config = sweep.sweep_members(sweep.PRESETS['toy_laser'], 1)[0]
+run = directory / 'member_0'
+run.mkdir(parents=True)
+(run / 'provenance.json').write_text(json.dumps({'segments': [{'wall_time_s': 1.0}, {'wall_time_s': 1.0}]}))
+sweep.start_member(directory, config, 'host:1', {}, {})
+print(json.dumps(started[0][-1]))
+"""
+
+
+def test_a_resumed_members_actors_draw_from_the_new_starts_segment(tmp_path):
+    """Two starts recorded: the learner records this one as segment 2, and its actors must seed from 2 too."""
+    segment, _ = in_own_process(ACTOR_SEGMENT, tmp_path)
+    assert segment == 2
 
 
 @pytest.mark.slow
