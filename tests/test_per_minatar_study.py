@@ -640,3 +640,223 @@ def test_the_full_profile_keeps_every_committed_run():
             continue  # Another seed (Seaquest's seed 1, run to 1M frames) is another command's, not the default's.
         flags = minatar.job_flags(summary["variant"], summary["game"], minatar.FRAMES["full"], summary["seed"])
         assert _runs.summary_kept(path, False, flags, say=print), path.name
+
+
+def _train_flags(**changes):
+    flags = dict(profile="full", seed=0, seeds=1, variants=["uniform", "rank"], fresh=False, extend=False, jobs=1)
+    return types.SimpleNamespace(**{**flags, **changes})
+
+
+@pytest.fixture
+def trained(monkeypatch):
+    """What `minatar.train` hands `_runs.train_jobs`: the jobs (name -> (run dir, flags)), `done`, and its options."""
+    calls = []
+    monkeypatch.setattr(
+        _runs, "train_jobs", lambda module, jobs, done, **options: calls.append((module, jobs, done, options))
+    )
+    return calls
+
+
+def test_train_runs_every_seed_from_seed_with_fresh_extend_and_jobs_passed_on(tmp_path, monkeypatch, trained):
+    """`--seed 3 --seeds 2 --jobs 2 --fresh`: seeds 3 and 4 of every game and variant, two at a time, retrained."""
+    monkeypatch.setattr(minatar, "FLAGS", _train_flags(seed=3, seeds=2, jobs=2, fresh=True))
+    summaries, runs = tmp_path / "minatar_runs", tmp_path / "runs"
+    minatar.train(["breakout", "asterix"], 2_000_000, summaries, runs)
+    ((module, jobs, _, options),) = trained
+    assert module == "per.train"
+    assert sorted(jobs) == sorted(
+        f"{game}_{variant}_s{seed}"
+        for game in ("breakout", "asterix")
+        for variant in ("uniform", "rank")
+        for seed in (3, 4)
+    )
+    run_dir, flags = jobs["asterix_rank_s4"]
+    assert run_dir == runs / "asterix_rank_s4"
+    assert flags == minatar.job_flags("rank", "asterix", 2_000_000, 4, "full")
+    assert options == {"fresh": True, "extend": False, "parallel": 2}
+
+
+def test_train_passes_extend_on_and_the_quick_profiles_snapshot_period(tmp_path, monkeypatch, trained):
+    monkeypatch.setattr(minatar, "FLAGS", _train_flags(profile="quick", variants=["rank"], extend=True))
+    minatar.train(["breakout"], 15_000, tmp_path / "minatar_runs", tmp_path / "runs")
+    ((_, jobs, _, options),) = trained
+    assert options == {"fresh": False, "extend": True, "parallel": 1}
+    ((_, flags),) = jobs.values()
+    assert f"--config_override=td_error_snapshot_frames={15_000 // minatar.TD_ERROR_SNAPSHOTS}" in flags
+
+
+def test_a_finished_job_is_summarised_under_its_own_game_variant_and_seed(tmp_path, monkeypatch, trained):
+    monkeypatch.setattr(minatar, "FLAGS", _train_flags(seed=2, variants=["rank"]))
+    summaries, runs = tmp_path / "minatar_runs", tmp_path / "runs"
+    minatar.train(["seaquest"], 2_000_000, summaries, runs)
+    ((_, jobs, done, _),) = trained
+    run_dir = runs / "seaquest_rank_s2"
+    run_dir.mkdir(parents=True)
+    (run_dir / "episodes.csv").write_text("frames,episode_return,episode_length,wall_time\n1000,3.0,10,0\n")
+    (run_dir / "config.json").write_text(json.dumps({"seed": 2}))
+    segment = {"commit": "c" * 40, "frames_at_start": 0, "total_frames": 2_000_000, "wall_time_s": 9.0}
+    (run_dir / "provenance.json").write_text(json.dumps({"commit": "c" * 40, "segments": [segment]}))
+    done("seaquest_rank_s2", {"frames": 2_000_000, "wall_time_s": 9.0})
+    written = json.loads((summaries / "seaquest_rank_s2.json").read_text())
+    assert (written["game"], written["variant"], written["seed"], written["frames"]) == (
+        "seaquest",
+        "rank",
+        2,
+        2_000_000,
+    )
+    assert json.loads((summaries / "seaquest_rank_s2.provenance.json").read_text())["commit"] == "c" * 40
+
+
+def test_train_returns_every_summary_present_not_only_this_commands(tmp_path, monkeypatch, trained):
+    """The tables are rebuilt from every summary present: a `--games breakout` command keeps Asterix's rows."""
+    summaries = tmp_path / "minatar_runs"
+    summaries.mkdir()
+    other = {"game": "asterix", "variant": "uniform", "seed": 0, "frames": 2_000_000}
+    (summaries / "asterix_uniform_s0.json").write_text(json.dumps(other))
+    monkeypatch.setattr(minatar, "FLAGS", _train_flags(variants=["uniform"]))
+    assert minatar.train(["breakout"], 2_000_000, summaries, tmp_path / "runs") == [other]
+
+
+@pytest.mark.parametrize("position", [0, 1])
+def test_train_refuses_a_summary_of_an_earlier_preset_for_any_job_and_trains_nothing(
+    tmp_path, monkeypatch, trained, position
+):
+    """Without --fresh, a summary trained under since-changed settings is refused, whichever job it is; with
+    --fresh it is retrained."""
+    archived = REPO / "results" / "per" / "archive" / "rmsprop_momentum" / "minatar_runs" / "breakout_uniform_s0.json"
+    summaries = tmp_path / "minatar_runs"
+    summaries.mkdir()
+    (summaries / "breakout_uniform_s0.json").write_text(archived.read_text())
+    variants = ["uniform", "rank"] if position == 0 else ["rank", "uniform"]
+    monkeypatch.setattr(minatar, "FLAGS", _train_flags(variants=variants))
+    with pytest.raises(UsageError, match="breakout_uniform_s0.json was trained with other settings"):
+        minatar.train(["breakout"], 2_000_000, summaries, tmp_path / "runs")
+    assert trained == []
+    monkeypatch.setattr(minatar, "FLAGS", _train_flags(variants=variants, fresh=True))
+    minatar.train(["breakout"], 2_000_000, summaries, tmp_path / "runs")
+    assert "breakout_uniform_s0" in trained[0][1]
+
+
+def test_a_study_stopped_under_fresh_resumes_without_it_past_an_old_presets_summary(tmp_path, monkeypatch, trained):
+    """`--fresh` asked the job to retrain (then the study stopped): run again without --fresh, as the stop says, the
+    old-preset summary it will replace is not refused (refused, the user's only way on is --fresh again)."""
+    archived = REPO / "results" / "per" / "archive" / "rmsprop_momentum" / "minatar_runs" / "breakout_uniform_s0.json"
+    summaries, runs = tmp_path / "minatar_runs", tmp_path / "runs"
+    summaries.mkdir()
+    (summaries / "breakout_uniform_s0.json").write_text(archived.read_text())
+    _runs.ask_fresh([runs / "breakout_uniform_s0"])
+    monkeypatch.setattr(minatar, "FLAGS", _train_flags(variants=["uniform"]))
+    minatar.train(["breakout"], 2_000_000, summaries, runs)
+    ((_, jobs, _, options),) = trained
+    assert list(jobs) == ["breakout_uniform_s0"] and options["fresh"] is False
+
+
+def test_a_run_short_of_the_profiles_budget_is_not_called_in():
+    """Every job of the quick profile run, one only to 10,000 of its 15,000 frames: short, never "All ... are in"."""
+    runs = [{**summary(v, 5.0), "frames": 15_000} for v in ("uniform", "rank")]
+    runs.append({**summary("proportional", 5.0), "frames": 10_000})
+    line = minatar.progress_line(minatar.table_rows(runs, {"breakout": 10.3}), "quick")
+    short = "Short of the profile's 15,000 frames so far (frames run): breakout/proportional (10,000)."
+    assert line == f"Games run: breakout. {short}"
+
+
+def test_fig10_draws_seed_0_whatever_order_the_summaries_come_in(tmp_path, monkeypatch):
+    """The summaries load by file name, so seed 1's (breakout_rank_s1.json) come after seed 0's."""
+    seed_0 = [summary("uniform", 6.0), summary("rank", 8.0)]
+    seed_1 = [{**summary(variant, 5.0, snapshots=2), "seed": 1} for variant in ("uniform", "rank")]
+    monkeypatch.setattr(reproduce, "output_dir", lambda paper, profile: tmp_path)
+    monkeypatch.setattr(minatar, "published", lambda: {"breakout": 10.3})
+    monkeypatch.setattr(minatar, "write_provenance", lambda *args: None)
+    monkeypatch.setattr(minatar, "plot", lambda *args, **kwargs: None)
+    drawn = []
+    monkeypatch.setattr(minatar, "plot_td_errors", lambda rank, uniform, path: drawn.append((rank, uniform)))
+    monkeypatch.setattr(minatar, "train", lambda *args: seed_0 + seed_1)
+    flags = dict(games=["breakout"], variants=["uniform", "rank"], frames=None, seeds=1, fresh=False, extend=False)
+    monkeypatch.setattr(minatar, "FLAGS", types.SimpleNamespace(profile="full", summarise_only=False, seed=1, **flags))
+    minatar.main([])
+    ((rank, uniform),) = drawn
+    assert (rank["seed"], uniform["seed"]) == (0, 0)
+
+
+def test_each_tables_record_names_the_summaries_it_was_made_from(tmp_path, monkeypatch):
+    """minatar.* from the three variants' summaries only; fig12.* (with its own record) from its four curves'."""
+    results = tmp_path / "results"
+    shutil.copytree(REPO / "results" / "published", results / "published")
+    summaries_dir = results / "per" / "full" / "minatar_runs"
+    summaries_dir.mkdir(parents=True)
+    for variant, score in (("uniform", 6.0), ("rank", 8.0), ("rank_no_is", 9.0)):
+        record = {**summary(variant, score), "config": {}, "run_provenance": {}}
+        (summaries_dir / f"breakout_{variant}_s0.json").write_text(json.dumps(record))
+    monkeypatch.setattr(reproduce, "RESULTS", results)
+    monkeypatch.setattr(reproduce, "output_dir", lambda paper, profile: results / paper / profile)
+    flags = dict(games=None, variants=list(minatar.VARIANTS), frames=None, seed=0, seeds=1, fresh=False, extend=False)
+    monkeypatch.setattr(minatar, "FLAGS", types.SimpleNamespace(profile="full", summarise_only=True, **flags))
+    minatar.main([])
+    out = results / "per" / "full"
+    main = json.loads((out / "minatar.provenance.json").read_text())
+    assert set(main["summary_files"]) == {"breakout_uniform_s0", "breakout_rank_s0"}
+    fig12 = json.loads((out / "fig12.provenance.json").read_text())
+    assert set(fig12["summary_files"]) == {"breakout_uniform_s0", "breakout_rank_s0", "breakout_rank_no_is_s0"}
+    assert set(fig12["outputs"]) == {"fig12.csv", "fig12.md", "fig12.png"}
+
+
+def _study(tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    shutil.copytree(REPO / "results" / "published", results / "published")
+    monkeypatch.setattr(reproduce, "RESULTS", results)
+    monkeypatch.setattr(reproduce, "REPO_ROOT", tmp_path)
+
+    def output_dir(paper, profile):
+        (results / paper / profile).mkdir(parents=True, exist_ok=True)
+        return results / paper / profile
+
+    monkeypatch.setattr(reproduce, "output_dir", output_dir)
+    return results
+
+
+def test_a_quick_command_trains_and_writes_only_in_the_quick_profiles_directories(tmp_path, monkeypatch):
+    """A smoke-scale run must never write into results/per/full/ (the published tables and their summaries) nor
+    resume a full-profile run."""
+    results = _study(tmp_path, monkeypatch)
+    asked = []
+    runs = [{**summary(v, 1.0), "frames": 15_000, "config": {}, "run_provenance": {}} for v in minatar.VARIANTS]
+
+    def train(games, frames, summaries_dir, run_root):  # Summarises its jobs where it was told to.
+        asked.append((games, frames, summaries_dir, run_root))
+        summaries_dir.mkdir(parents=True, exist_ok=True)
+        for written in runs:
+            (summaries_dir / f"breakout_{written['variant']}_s0.json").write_text(json.dumps(written))
+        return runs
+
+    monkeypatch.setattr(minatar, "train", train)
+    flags = dict(games=None, variants=list(minatar.VARIANTS), frames=None, seed=0, seeds=1, fresh=False, extend=False)
+    monkeypatch.setattr(minatar, "FLAGS", types.SimpleNamespace(profile="quick", summarise_only=False, **flags))
+    minatar.main([])
+    ((games, frames, summaries_dir, run_root),) = asked
+    assert (games, frames) == (["breakout"], 15_000)
+    assert summaries_dir == results / "per" / "quick" / "minatar_runs"
+    assert run_root == tmp_path / "runs" / "reproduce" / "per_minatar_quick"
+    assert (results / "per" / "quick" / "minatar.md").read_text().startswith("# SMOKE SCALE")
+    assert not (results / "per" / "full").exists()
+
+
+def test_summarise_only_names_a_job_fresh_asked_to_retrain_whose_old_row_it_tables(tmp_path, monkeypatch, capsys):
+    results = _study(tmp_path, monkeypatch)
+    summaries_dir = results / "per" / "full" / "minatar_runs"
+    summaries_dir.mkdir(parents=True)
+    for variant, score in (("uniform", 6.0), ("rank", 8.0)):
+        record = {**summary(variant, score), "config": {}, "run_provenance": {}}
+        (summaries_dir / f"breakout_{variant}_s0.json").write_text(json.dumps(record))
+    _runs.ask_fresh([tmp_path / "runs" / "reproduce" / "per_minatar_full" / "breakout_rank_s0"])
+    flags = dict(games=None, variants=list(minatar.VARIANTS), frames=None, seed=0, seeds=1, fresh=False, extend=False)
+    monkeypatch.setattr(minatar, "FLAGS", types.SimpleNamespace(profile="full", summarise_only=True, **flags))
+    minatar.main([])
+    out = capsys.readouterr().out
+    assert "breakout_rank_s0: --fresh asked at " in out and "has not retrained it yet; the tables use its old" in out
+
+
+def test_the_shared_flags_default_to_the_quick_profile_and_reuse_finished_runs():
+    """A study run with no flags is the smoke-scale one, and keeps what it finished: never days of retraining."""
+    assert absl_flags.FLAGS["profile"].default == "quick"
+    assert absl_flags.FLAGS["fresh"].default is False
+    assert absl_flags.FLAGS["seed"].default == 0
