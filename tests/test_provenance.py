@@ -5,6 +5,8 @@ import hashlib
 import json
 import pathlib
 import subprocess
+import sys
+import types
 
 import pytest
 
@@ -103,3 +105,71 @@ def test_a_derived_record_is_rewritten_only_when_what_it_describes_changes(tmp_p
     # The same inputs and outputs from a clean tree: rewritten, as a record from a dirty tree names code no
     # commit holds.
     assert json.loads(rebuilt(frames=30))["dirty"] is False and json.loads(path.read_text())["commit"] == "b" * 40
+
+
+def test_the_command_is_the_one_typed_with_every_argument(monkeypatch):
+    """`python -m reproduce.per.minatar --profile full --games breakout`: every argument, the first one too."""
+    main = types.ModuleType("__main__")
+    main.__spec__ = types.SimpleNamespace(name="reproduce.suite.__main__")
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.setattr(sys, "argv", ["/x/reproduce/suite/__main__.py", "--profile=full", "--games", "breakout x"])
+    assert provenance._command() == "python -m reproduce.suite --profile=full --games 'breakout x'"
+    monkeypatch.setattr(main, "__spec__", None)
+    monkeypatch.setattr(sys, "argv", ["scripts/run.py", "--seed=3"])
+    assert provenance._command() == "python scripts/run.py --seed=3"
+
+
+def test_records_and_stamps_name_the_code_at_the_start_not_at_the_end(monkeypatch):
+    """An evaluation's stamp and a run's record describe the tree the process started from: an edit made while it
+    ran (a dirty tree now, another HEAD) must not be credited to, or blamed on, its result."""
+    monkeypatch.setattr(provenance, "_AT_START", {"commit": "a" * 40, "dirty": False})
+    monkeypatch.setattr(provenance, "_git_state", lambda *args, **kwargs: {"commit": "b" * 40, "dirty": True})
+    assert {k: provenance.stamp()[k] for k in ("commit", "dirty")} == {"commit": "a" * 40, "dirty": False}
+    record = provenance.record(config={}, seeds=[0], frames=1, wall_time_s=1.0, scale="reduced")
+    assert (record["commit"], record["dirty"]) == ("a" * 40, False)
+
+
+def test_a_record_from_outside_git_is_rewritten_from_a_clean_checkout(tmp_path, monkeypatch):
+    """`dirty: "unknown"` (no git at the time) names no commit: a clean rebuild replaces it, as a dirty one's."""
+    state = {"commit": "unknown", "dirty": "unknown"}
+    monkeypatch.setattr(provenance, "_AT_START", state)
+    (tmp_path / "study.md").write_text("x\n")
+    inputs = {"config": {}, "seeds": [0], "frames": 10, "wall_time_s": 5.0, "scale": "reduced"}
+    path = provenance.write_derived(tmp_path, "study", **inputs)
+    state.update(commit="c" * 40, dirty=False)
+    provenance.write_derived(tmp_path, "study", **inputs)
+    assert json.loads(path.read_text())["commit"] == "c" * 40 and json.loads(path.read_text())["dirty"] is False
+
+
+def test_a_derived_record_is_rewritten_when_only_its_runs_configs_change(tmp_path, monkeypatch):
+    """The same table bytes from runs of another config (a summary retrained under a fixed preset, same score):
+    the record must name the config its inputs now have."""
+    state = {"commit": "a" * 40, "dirty": False}
+    monkeypatch.setattr(provenance, "_AT_START", state)
+    (tmp_path / "study.md").write_text("x\n")
+    inputs = {"seeds": [0], "frames": 10, "wall_time_s": 5.0, "scale": "reduced"}
+    path = provenance.write_derived(tmp_path, "study", config={"job": {"lr": 1}}, **inputs)
+    state.update(commit="b" * 40)
+    provenance.write_derived(tmp_path, "study", config={"job": {"lr": 2}}, **inputs)
+    assert json.loads(path.read_text())["config"] == {"job": {"lr": 2}}
+
+
+def test_a_modified_file_in_any_source_package_is_dirty(tmp_path):
+    """Only results/ is exempt: an edit to a study script, a shared helper or a preset is an edit to the code."""
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "--quiet")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    for path in ("reproduce/per/minatar.py", "common/provenance.py", "per/config.py", "results/per/full/minatar.md"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("v1\n")
+    git("add", ".")
+    git("commit", "--quiet", "-m", "initial")
+    for path in ("reproduce/per/minatar.py", "common/provenance.py", "per/config.py"):
+        (tmp_path / path).write_text("v2\n")
+        assert provenance._git_state(tmp_path)["dirty"] is True, path
+        git("checkout", "--", path)
+    assert provenance._git_state(tmp_path)["dirty"] is False
