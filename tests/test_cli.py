@@ -5,6 +5,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import textwrap
 
 import pytest
 import usage_cases
@@ -457,3 +458,52 @@ def test_an_entry_points_process_runs_tensorflow_without_loading_keras():
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[0] == "2.0 []"
+
+
+REPRODUCE_ENTRY = textwrap.dedent(
+    """
+    import json, sys
+    from absl import flags
+    from reproduce import __main__ as entry
+
+    codes = json.loads(sys.argv[1])
+    calls = []
+    entry.discover = lambda: sorted(codes)
+    entry.subprocess.call = lambda command: calls.append(command[2:]) or codes[command[2]]
+    argv = ["reproduce", *sys.argv[2:]]
+    argv = flags.FLAGS(argv)
+    try:
+        entry.main(argv)
+        code = 0
+    except SystemExit as exit:
+        code = exit.code
+    print("RESULT " + json.dumps({"code": code, "calls": calls}))
+    """
+)
+
+
+def reproduce_entry(codes: dict[str, int], *args: str) -> tuple[dict, subprocess.CompletedProcess]:
+    result = subprocess.run(
+        [sys.executable, "-c", REPRODUCE_ENTRY, json.dumps(codes), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    return json.loads(line.removeprefix("RESULT ")), result
+
+
+def test_make_reproduce_fails_when_a_script_fails_or_is_killed_and_passes_its_profile():
+    """A script killed by a signal (the OOM killer's SIGKILL: `subprocess.call` returns -9) has failed too."""
+    codes = {"reproduce.a.one": 0, "reproduce.a.two": -9, "reproduce.b.three": 3}
+    outcome, result = reproduce_entry(codes, "--profile=full")
+    assert outcome["code"] == 1, result.stderr
+    assert outcome["calls"] == [[script, "--profile=full"] for script in sorted(codes)]
+    assert "2 of 3 reproduce scripts failed: reproduce.a.two, reproduce.b.three" in result.stderr
+
+
+def test_make_reproduce_defaults_to_the_quick_profile_and_exits_0_when_all_pass():
+    outcome, result = reproduce_entry({"reproduce.a.one": 0, "reproduce.b.two": 0}, "--only=reproduce.a")
+    assert outcome == {"code": 0, "calls": [["reproduce.a.one", "--profile=quick"]]}, result.stderr
+    assert "all 1 reproduce scripts completed" in result.stdout
