@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -241,3 +242,104 @@ def test_a_signal_to_the_driver_alone_checkpoints_the_running_job(tmp_path, sign
 def test_the_suite_package_is_not_a_reproduce_study():
     result = _suite("--only=suite", module="reproduce")
     assert result.returncode == 2 and "no reproduce script matches --only='suite'" in result.stderr
+
+
+def test_a_suite_directory_keeps_its_evaluation_protocol(tmp_path):
+    """Runs evaluated over 5 episodes and over the paper's protocol would be aggregated as one suite."""
+    with pytest.raises(UsageError, match="eval_episodes=0, not 5"):
+        _plan.check_same(_suite_config(), _suite_config(eval_episodes=5), tmp_path)
+
+
+def test_a_game_named_twice_is_refused_as_its_runs_would_share_a_directory():
+    with pytest.raises(UsageError, match="a game appears twice"):
+        _plan.resolve_suite("toy:catch,toy:catch")
+
+
+DRIVER = textwrap.dedent(
+    """
+    import json, os, pathlib, signal, sys
+    from absl import flags
+    from reproduce.suite import __main__ as driver
+
+    failing, stop = set(json.loads(sys.argv[1])), sys.argv[2] == "stop"
+    started = []
+
+    class Fake:
+        def slots(self):
+            return 2
+        def start(self, command, log):
+            run_dir = pathlib.Path(command[4])
+            started.append({"job": run_dir.name, "flags": command[6:]})
+            if run_dir.name not in failing:
+                run_dir.mkdir(parents=True, exist_ok=True)
+                final = {"frames": 3000, "learner_steps": 5, "wall_time_s": 1.0}
+                (run_dir / "final.json").write_text(json.dumps(final))
+                (run_dir / "eval_step5.json").write_text(json.dumps({"mean_return": 1.0, "episodes": 1}))
+            return run_dir.name
+        def status(self, handle):
+            if stop:
+                os.kill(os.getpid(), signal.SIGTERM)
+            return 1 if handle in failing else 0
+        def interrupt(self, handles):
+            pass
+
+    driver.POLL_S = 0.0
+    driver._engine = lambda suite: Fake()
+    argv = ["reproduce.suite", *sys.argv[3:]]
+    argv = flags.FLAGS(argv)
+    try:
+        driver.main(argv)
+        code = 0
+    except SystemExit as exit:
+        code = exit.code
+    print("RESULT " + json.dumps({"code": code, "started": started}))
+    """
+)
+FAKE_ENGINE_FLAGS = ["--agent=impala", "--preset=toy", "--frames=3e3"]
+
+
+def drive(suite_dir: pathlib.Path, *args: str, failing=(), stop=False) -> tuple[dict, str]:
+    command = [sys.executable, "-c", DRIVER, json.dumps(list(failing)), "stop" if stop else "go"]
+    command += [*FAKE_ENGINE_FLAGS, f"--suite_dir={suite_dir}", *args]
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    return json.loads(line.removeprefix("RESULT ")), result.stdout + result.stderr
+
+
+def test_each_job_trains_its_own_seed_at_the_suites_budget_and_a_job_failing_twice_exits_1(tmp_path):
+    suite = tmp_path / "suite"
+    result, out = drive(suite, "--suite=toy:catch,minatar:breakout", "--seeds=2", failing=["catch_s1"])
+    assert result["code"] == 1, out
+    assert "1 job(s) failed twice: catch_s1" in out
+    started = [s["job"] for s in result["started"]]
+    assert sorted(started) == sorted(
+        ["catch_s0", "breakout_s0", "catch_s1", "catch_s1", "breakout_s1"]
+    )  # Retried once.
+    for s in result["started"]:
+        assert f"--seed={s['job'][-1]}" in s["flags"] and "--frames=3000" in s["flags"], s
+
+
+def test_a_done_job_is_kept_and_a_started_one_resumed(tmp_path):
+    suite = tmp_path / "suite"
+    result, out = drive(suite, "--suite=toy:catch,minatar:breakout")
+    assert result["code"] == 0 and sorted(s["job"] for s in result["started"]) == ["breakout_s0", "catch_s0"], out
+    (suite / "breakout_s0" / "eval_step5.json").unlink()  # Trained but not evaluated: partial, not done.
+    result, out = drive(suite, "--suite=toy:catch,minatar:breakout")
+    assert result["code"] == 0 and [s["job"] for s in result["started"]] == ["breakout_s0"], out
+    assert "catch_s0: done earlier, kept" in out
+
+
+def test_a_smaller_command_keeps_the_suites_earlier_games_and_seeds(tmp_path):
+    """suite.json lists every game and seed the directory holds: the aggregate reads it."""
+    suite = tmp_path / "suite"
+    drive(suite, "--suite=toy:catch,minatar:breakout", "--seeds=2")
+    result, out = drive(suite, "--suite=toy:catch", "--seeds=1")
+    assert result["code"] == 0 and result["started"] == [], out
+    saved = _plan.load_suite(suite)
+    assert saved.games == ("toy:catch", "minatar:breakout") and saved.seeds == (0, 1)
+
+
+def test_a_stopped_suite_exits_128_plus_the_signal(tmp_path):
+    result, out = drive(tmp_path / "suite", "--suite=toy:catch", stop=True)
+    assert result["code"] == 128 + 15, out
+    assert "interrupted: run the same command to resume" in out
