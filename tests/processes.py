@@ -57,6 +57,18 @@ def episodes_logged(run_dir: pathlib.Path) -> bool:
     return path.exists() and len(path.read_text().splitlines()) > 1
 
 
+def summary_steps(run_dir: pathlib.Path, tag: str) -> list[int]:
+    """The steps (frames) of every TensorBoard point of `tag` in the run's tb/ directory."""
+    import tensorflow as tf
+
+    steps = []
+    for path in sorted((run_dir / "tb").glob("events.out.tfevents.*")):
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            steps += [event.step for value in event.summary.value if value.tag == tag]
+    return steps
+
+
 def ignore_sigint() -> None:
     """A `preexec_fn`: starts a process as a background job of a non-interactive shell (`nohup ... &`) or a
     pytest-xdist worker starts it, with SIGINT ignored, so Python raises no KeyboardInterrupt on its own."""

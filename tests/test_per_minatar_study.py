@@ -85,6 +85,23 @@ def summary(variant: str, last100: float, snapshots: int = 3) -> dict:
     }  # fmt: skip
 
 
+def write_summaries(summaries_dir, *scores: tuple[str, float]) -> None:
+    """Breakout summaries of seed 0, one a (variant, last-100 score), as a finished study writes them."""
+    summaries_dir.mkdir(parents=True)
+    for variant, score in scores:
+        record = {**summary(variant, score), "config": {}, "run_provenance": {}}
+        (summaries_dir / f"breakout_{variant}_s0.json").write_text(json.dumps(record))
+
+
+def study_flags(**changes) -> types.SimpleNamespace:
+    """`minatar.main`'s flags: every game and variant, seed 0, the profile's budget."""
+    flags = dict(
+        profile="full", summarise_only=False, games=None, variants=list(minatar.VARIANTS), frames=None,
+        seed=0, seeds=1, fresh=False, extend=False,
+    )  # fmt: skip
+    return types.SimpleNamespace(**{**flags, **changes})
+
+
 def curve_run(variant: str, frames: int, curve: list[tuple[int, float]]) -> dict:
     """A Breakout summary of `frames` whose curve is `curve`'s (frames, 100-episode mean) points."""
     points = {"frames": [f for f, _ in curve], "trailing100": [r for _, r in curve]}
@@ -340,9 +357,11 @@ def test_bad_input_is_one_line_exit_2(flag, fragments):
     assert_one_line_usage_error(run(sys.executable, "-m", "reproduce.per.minatar", *flag.split()), *fragments)
 
 
-def test_fig10_is_seed_0s_whichever_seed_the_command_trains(tmp_path, monkeypatch):
+@pytest.mark.parametrize("seed_1_first", [True, False])
+def test_fig10_is_seed_0s_whichever_seed_the_command_trains(tmp_path, monkeypatch, seed_1_first):
     """fig10_<game>.png names no seed: a `--seed 1` command redrew it from seed 1's runs (seen), and the
-    next `--summarise_only` drew seed 0's again."""
+    next `--summarise_only` drew seed 0's again; seed 0's, whichever order the summaries come in (they
+    load by file name, seed 1's after seed 0's)."""
     seed_0 = [summary("uniform", 6.0), summary("rank", 8.0)]
     seed_1 = [{**summary(variant, 5.0, snapshots=2), "seed": 1} for variant in ("uniform", "rank")]
     monkeypatch.setattr(reproduce, "output_dir", lambda paper, profile: tmp_path)
@@ -352,9 +371,8 @@ def test_fig10_is_seed_0s_whichever_seed_the_command_trains(tmp_path, monkeypatc
     monkeypatch.setattr(minatar, "plot", lambda *args, **kwargs: None)
     drawn = []
     monkeypatch.setattr(minatar, "plot_td_errors", lambda rank, uniform, path: drawn.append((rank, uniform, path)))
-    monkeypatch.setattr(minatar, "train", lambda *args: seed_1 + seed_0)
-    flags = dict(games=["breakout"], variants=["uniform", "rank"], frames=None, seeds=1, fresh=False, extend=False)
-    monkeypatch.setattr(minatar, "FLAGS", types.SimpleNamespace(profile="full", summarise_only=False, seed=1, **flags))
+    monkeypatch.setattr(minatar, "train", lambda *args: seed_1 + seed_0 if seed_1_first else seed_0 + seed_1)
+    monkeypatch.setattr(minatar, "FLAGS", study_flags(seed=1, games=["breakout"], variants=["uniform", "rank"]))
     minatar.main([])
     ((rank, uniform, path),) = drawn
     assert (rank["seed"], uniform["seed"], path.name) == (0, 0, "fig10_breakout.png")
@@ -366,14 +384,10 @@ def test_summarise_only_builds_the_tables_from_the_summaries_present_and_trains_
     (results / "published").mkdir(parents=True)
     shutil.copy(REPO / "results" / "published" / "minatar_young2019_5M.csv", results / "published")
     summaries_dir = results / "per" / "full" / "minatar_runs"
-    summaries_dir.mkdir(parents=True)
-    for variant, score in (("uniform", 6.0), ("rank", 8.0)):
-        record = {**summary(variant, score), "config": {}, "run_provenance": {}}
-        (summaries_dir / f"breakout_{variant}_s0.json").write_text(json.dumps(record))
+    write_summaries(summaries_dir, ("uniform", 6.0), ("rank", 8.0))
     monkeypatch.setattr(reproduce, "RESULTS", results)
     monkeypatch.setattr(reproduce, "output_dir", lambda paper, profile: results / paper / profile)
-    flags = dict(games=None, variants=list(minatar.VARIANTS), frames=None, seed=0, seeds=1, fresh=False, extend=False)
-    monkeypatch.setattr(minatar, "FLAGS", types.SimpleNamespace(profile="full", summarise_only=True, **flags))
+    monkeypatch.setattr(minatar, "FLAGS", study_flags(profile="full", summarise_only=True))
     monkeypatch.setattr(minatar, "train", lambda *args: pytest.fail("--summarise_only trained"))
     minatar.main([])
     text = (results / "per" / "full" / "minatar.md").read_text()
@@ -405,8 +419,7 @@ def test_the_committed_tables_are_what_the_committed_summaries_make(tmp_path, mo
     shutil.copytree(committed / "minatar_runs", results / "per" / "full" / "minatar_runs")
     monkeypatch.setattr(reproduce, "RESULTS", results)
     monkeypatch.setattr(reproduce, "output_dir", lambda paper, profile: results / paper / profile)
-    flags = dict(games=None, variants=list(minatar.VARIANTS), frames=None, seed=0, seeds=1, fresh=False, extend=False)
-    monkeypatch.setattr(minatar, "FLAGS", types.SimpleNamespace(profile="full", summarise_only=True, **flags))
+    monkeypatch.setattr(minatar, "FLAGS", study_flags(profile="full", summarise_only=True))
     minatar.main([])
     rebuilt = sorted(p.name for p in (results / "per" / "full").iterdir() if p.suffix in (".csv", ".md"))
     assert "minatar.md" in rebuilt
@@ -760,37 +773,15 @@ def test_a_run_short_of_the_profiles_budget_is_not_called_in():
     assert line == f"Games run: breakout. {short}"
 
 
-def test_fig10_draws_seed_0_whatever_order_the_summaries_come_in(tmp_path, monkeypatch):
-    """The summaries load by file name, so seed 1's (breakout_rank_s1.json) come after seed 0's."""
-    seed_0 = [summary("uniform", 6.0), summary("rank", 8.0)]
-    seed_1 = [{**summary(variant, 5.0, snapshots=2), "seed": 1} for variant in ("uniform", "rank")]
-    monkeypatch.setattr(reproduce, "output_dir", lambda paper, profile: tmp_path)
-    monkeypatch.setattr(minatar, "published", lambda: {"breakout": 10.3})
-    monkeypatch.setattr(minatar, "write_provenance", lambda *args: None)
-    monkeypatch.setattr(minatar, "plot", lambda *args, **kwargs: None)
-    drawn = []
-    monkeypatch.setattr(minatar, "plot_td_errors", lambda rank, uniform, path: drawn.append((rank, uniform)))
-    monkeypatch.setattr(minatar, "train", lambda *args: seed_0 + seed_1)
-    flags = dict(games=["breakout"], variants=["uniform", "rank"], frames=None, seeds=1, fresh=False, extend=False)
-    monkeypatch.setattr(minatar, "FLAGS", types.SimpleNamespace(profile="full", summarise_only=False, seed=1, **flags))
-    minatar.main([])
-    ((rank, uniform),) = drawn
-    assert (rank["seed"], uniform["seed"]) == (0, 0)
-
-
 def test_each_tables_record_names_the_summaries_it_was_made_from(tmp_path, monkeypatch):
     """minatar.* from the three variants' summaries only; fig12.* (with its own record) from its four curves'."""
     results = tmp_path / "results"
     shutil.copytree(REPO / "results" / "published", results / "published")
     summaries_dir = results / "per" / "full" / "minatar_runs"
-    summaries_dir.mkdir(parents=True)
-    for variant, score in (("uniform", 6.0), ("rank", 8.0), ("rank_no_is", 9.0)):
-        record = {**summary(variant, score), "config": {}, "run_provenance": {}}
-        (summaries_dir / f"breakout_{variant}_s0.json").write_text(json.dumps(record))
+    write_summaries(summaries_dir, ("uniform", 6.0), ("rank", 8.0), ("rank_no_is", 9.0))
     monkeypatch.setattr(reproduce, "RESULTS", results)
     monkeypatch.setattr(reproduce, "output_dir", lambda paper, profile: results / paper / profile)
-    flags = dict(games=None, variants=list(minatar.VARIANTS), frames=None, seed=0, seeds=1, fresh=False, extend=False)
-    monkeypatch.setattr(minatar, "FLAGS", types.SimpleNamespace(profile="full", summarise_only=True, **flags))
+    monkeypatch.setattr(minatar, "FLAGS", study_flags(profile="full", summarise_only=True))
     minatar.main([])
     out = results / "per" / "full"
     main = json.loads((out / "minatar.provenance.json").read_text())
@@ -829,8 +820,7 @@ def test_a_quick_command_trains_and_writes_only_in_the_quick_profiles_directorie
         return runs
 
     monkeypatch.setattr(minatar, "train", train)
-    flags = dict(games=None, variants=list(minatar.VARIANTS), frames=None, seed=0, seeds=1, fresh=False, extend=False)
-    monkeypatch.setattr(minatar, "FLAGS", types.SimpleNamespace(profile="quick", summarise_only=False, **flags))
+    monkeypatch.setattr(minatar, "FLAGS", study_flags(profile="quick", summarise_only=False))
     minatar.main([])
     ((games, frames, summaries_dir, run_root),) = asked
     assert (games, frames) == (["breakout"], 15_000)
@@ -843,13 +833,9 @@ def test_a_quick_command_trains_and_writes_only_in_the_quick_profiles_directorie
 def test_summarise_only_names_a_job_fresh_asked_to_retrain_whose_old_row_it_tables(tmp_path, monkeypatch, capsys):
     results = _study(tmp_path, monkeypatch)
     summaries_dir = results / "per" / "full" / "minatar_runs"
-    summaries_dir.mkdir(parents=True)
-    for variant, score in (("uniform", 6.0), ("rank", 8.0)):
-        record = {**summary(variant, score), "config": {}, "run_provenance": {}}
-        (summaries_dir / f"breakout_{variant}_s0.json").write_text(json.dumps(record))
+    write_summaries(summaries_dir, ("uniform", 6.0), ("rank", 8.0))
     _runs.ask_fresh([tmp_path / "runs" / "reproduce" / "per_minatar_full" / "breakout_rank_s0"])
-    flags = dict(games=None, variants=list(minatar.VARIANTS), frames=None, seed=0, seeds=1, fresh=False, extend=False)
-    monkeypatch.setattr(minatar, "FLAGS", types.SimpleNamespace(profile="full", summarise_only=True, **flags))
+    monkeypatch.setattr(minatar, "FLAGS", study_flags(profile="full", summarise_only=True))
     minatar.main([])
     out = capsys.readouterr().out
     assert "breakout_rank_s0: --fresh asked at " in out and "has not retrained it yet; the tables use its old" in out

@@ -20,7 +20,7 @@ import sys
 import pytest
 import reverb
 import usage_cases
-from processes import wait_for
+from processes import summary_steps, wait_for
 
 from common import config as config_lib
 from common.reverb import server as reverb_server
@@ -75,18 +75,6 @@ def test_a_minatar_preset_trains_through_the_cli_on_its_one_learner_thread(tmp_p
     lines = [line for line in result.stdout.splitlines() if line.startswith("frames ")]
     assert lines[-1].startswith(f"frames {final['frames']:,}/5,400 ")
     assert max(summary_steps(run_dir, "learner/loss")) == final["frames"]
-
-
-def summary_steps(run_dir: pathlib.Path, tag: str) -> list[int]:
-    """The steps (frames) of every TensorBoard point of `tag` in the run's tb/ directory."""
-    import tensorflow as tf
-
-    steps = []
-    for path in sorted((run_dir / "tb").glob("events.out.tfevents.*")):
-        for record in tf.data.TFRecordDataset(str(path)):
-            event = tf.compat.v1.Event.FromString(record.numpy())
-            steps += [event.step for value in event.summary.value if value.tag == tag]
-    return steps
 
 
 def returns(run_dir, frames_from=0):

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import reverb
 import tensorflow as tf
-from processes import checkpoint_steps, wait_for
+from processes import checkpoint_steps, summary_steps, wait_for
 
 from common import config as config_lib
 from common import evaluation, launch, loop, networks, run_dir
@@ -691,21 +691,12 @@ def test_final_json_has_learner_steps_actor_restarts_and_the_learners_own_summar
     assert final["policy_lag_mean"] == 1.5
 
 
-def tensorboard_steps(directory, tag):
-    steps = []
-    for path in sorted((directory / "tb").glob("events.out.tfevents.*")):
-        for record in tf.data.TFRecordDataset(str(path)):
-            event = tf.compat.v1.Event.FromString(record.numpy())
-            steps += [event.step for value in event.summary.value if value.tag == tag]
-    return steps
-
-
 def test_tensorboard_ends_where_the_run_did_in_frames(tmp_path):
     """No progress line falls due in an hour: the loop's closing log is the only one, at 50 frames."""
     record = run_dir.RunRecord(tmp_path, PRESETS["toy"], "all")
     assert loop.run(ScriptedLearner(), tmp_path, loop.Settings(50, 3600.0, 3600.0), record) == 0
-    assert tensorboard_steps(tmp_path, "learner/loss") == [50]  # Frames (10 a step), not learner steps.
-    assert tensorboard_steps(tmp_path, "progress/queue") == [50]
+    assert summary_steps(tmp_path, "learner/loss") == [50]  # Frames (10 a step), not learner steps.
+    assert summary_steps(tmp_path, "progress/queue") == [50]
 
 
 class CsvReadingLearner(ScriptedLearner):
