@@ -85,6 +85,10 @@ def summary(variant: str, last100: float, snapshots: int = 3) -> dict:
     }  # fmt: skip
 
 
+# A summary trained under settings the preset has since changed (RMSProp's momentum, epsilon and form).
+EARLIER_PRESETS_SUMMARY = REPO / "results/per/archive/rmsprop_momentum/minatar_runs/breakout_uniform_s0.json"
+
+
 def write_summaries(summaries_dir, *scores: tuple[str, float]) -> None:
     """Breakout summaries of seed 0, one a (variant, last-100 score), as a finished study writes them."""
     summaries_dir.mkdir(parents=True)
@@ -97,7 +101,7 @@ def study_flags(**changes) -> types.SimpleNamespace:
     """`minatar.main`'s flags: every game and variant, seed 0, the profile's budget."""
     flags = dict(
         profile="full", summarise_only=False, games=None, variants=list(minatar.VARIANTS), frames=None,
-        seed=0, seeds=1, fresh=False, extend=False,
+        seed=0, seeds=1, fresh=False, extend=False, jobs=1,
     )  # fmt: skip
     return types.SimpleNamespace(**{**flags, **changes})
 
@@ -612,9 +616,8 @@ def test_an_extended_runs_rows_read_its_curves_at_every_budget_so_they_agree():
 
 def test_a_summary_trained_under_an_earlier_preset_is_refused_not_kept(tmp_path):
     """The archived runs used RMSProp momentum 0.95: today's presets must not keep them as their own."""
-    archived = REPO / "results" / "per" / "archive" / "rmsprop_momentum" / "minatar_runs" / "breakout_uniform_s0.json"
     flags = minatar.job_flags("uniform", "breakout", 2_000_000, 0)
-    (tmp_path / "breakout_uniform_s0.json").write_text(archived.read_text())
+    (tmp_path / "breakout_uniform_s0.json").write_text(EARLIER_PRESETS_SUMMARY.read_text())
     with pytest.raises(UsageError) as refused:
         _runs.check_settings(tmp_path, {"breakout_uniform_s0": minatar.job_config(flags)})
     message = str(refused.value)
@@ -655,11 +658,6 @@ def test_the_full_profile_keeps_every_committed_run():
         assert _runs.summary_kept(path, False, flags, say=print), path.name
 
 
-def _train_flags(**changes):
-    flags = dict(profile="full", seed=0, seeds=1, variants=["uniform", "rank"], fresh=False, extend=False, jobs=1)
-    return types.SimpleNamespace(**{**flags, **changes})
-
-
 @pytest.fixture
 def trained(monkeypatch):
     """What `minatar.train` hands `_runs.train_jobs`: the jobs (name -> (run dir, flags)), `done`, and its options."""
@@ -672,7 +670,8 @@ def trained(monkeypatch):
 
 def test_train_runs_every_seed_from_seed_with_fresh_extend_and_jobs_passed_on(tmp_path, monkeypatch, trained):
     """`--seed 3 --seeds 2 --jobs 2 --fresh`: seeds 3 and 4 of every game and variant, two at a time, retrained."""
-    monkeypatch.setattr(minatar, "FLAGS", _train_flags(seed=3, seeds=2, jobs=2, fresh=True))
+    flags = study_flags(variants=["uniform", "rank"], seed=3, seeds=2, jobs=2, fresh=True)
+    monkeypatch.setattr(minatar, "FLAGS", flags)
     summaries, runs = tmp_path / "minatar_runs", tmp_path / "runs"
     minatar.train(["breakout", "asterix"], 2_000_000, summaries, runs)
     ((module, jobs, _, options),) = trained
@@ -690,7 +689,7 @@ def test_train_runs_every_seed_from_seed_with_fresh_extend_and_jobs_passed_on(tm
 
 
 def test_train_passes_extend_on_and_the_quick_profiles_snapshot_period(tmp_path, monkeypatch, trained):
-    monkeypatch.setattr(minatar, "FLAGS", _train_flags(profile="quick", variants=["rank"], extend=True))
+    monkeypatch.setattr(minatar, "FLAGS", study_flags(profile="quick", variants=["rank"], extend=True))
     minatar.train(["breakout"], 15_000, tmp_path / "minatar_runs", tmp_path / "runs")
     ((_, jobs, _, options),) = trained
     assert options == {"fresh": False, "extend": True, "parallel": 1}
@@ -699,7 +698,7 @@ def test_train_passes_extend_on_and_the_quick_profiles_snapshot_period(tmp_path,
 
 
 def test_a_finished_job_is_summarised_under_its_own_game_variant_and_seed(tmp_path, monkeypatch, trained):
-    monkeypatch.setattr(minatar, "FLAGS", _train_flags(seed=2, variants=["rank"]))
+    monkeypatch.setattr(minatar, "FLAGS", study_flags(seed=2, variants=["rank"]))
     summaries, runs = tmp_path / "minatar_runs", tmp_path / "runs"
     minatar.train(["seaquest"], 2_000_000, summaries, runs)
     ((_, jobs, done, _),) = trained
@@ -726,7 +725,7 @@ def test_train_returns_every_summary_present_not_only_this_commands(tmp_path, mo
     summaries.mkdir()
     other = {"game": "asterix", "variant": "uniform", "seed": 0, "frames": 2_000_000}
     (summaries / "asterix_uniform_s0.json").write_text(json.dumps(other))
-    monkeypatch.setattr(minatar, "FLAGS", _train_flags(variants=["uniform"]))
+    monkeypatch.setattr(minatar, "FLAGS", study_flags(variants=["uniform"]))
     assert minatar.train(["breakout"], 2_000_000, summaries, tmp_path / "runs") == [other]
 
 
@@ -736,16 +735,15 @@ def test_train_refuses_a_summary_of_an_earlier_preset_for_any_job_and_trains_not
 ):
     """Without --fresh, a summary trained under since-changed settings is refused, whichever job it is; with
     --fresh it is retrained."""
-    archived = REPO / "results" / "per" / "archive" / "rmsprop_momentum" / "minatar_runs" / "breakout_uniform_s0.json"
     summaries = tmp_path / "minatar_runs"
     summaries.mkdir()
-    (summaries / "breakout_uniform_s0.json").write_text(archived.read_text())
+    (summaries / "breakout_uniform_s0.json").write_text(EARLIER_PRESETS_SUMMARY.read_text())
     variants = ["uniform", "rank"] if position == 0 else ["rank", "uniform"]
-    monkeypatch.setattr(minatar, "FLAGS", _train_flags(variants=variants))
+    monkeypatch.setattr(minatar, "FLAGS", study_flags(variants=variants))
     with pytest.raises(UsageError, match="breakout_uniform_s0.json was trained with other settings"):
         minatar.train(["breakout"], 2_000_000, summaries, tmp_path / "runs")
     assert trained == []
-    monkeypatch.setattr(minatar, "FLAGS", _train_flags(variants=variants, fresh=True))
+    monkeypatch.setattr(minatar, "FLAGS", study_flags(variants=variants, fresh=True))
     minatar.train(["breakout"], 2_000_000, summaries, tmp_path / "runs")
     assert "breakout_uniform_s0" in trained[0][1]
 
@@ -753,12 +751,11 @@ def test_train_refuses_a_summary_of_an_earlier_preset_for_any_job_and_trains_not
 def test_a_study_stopped_under_fresh_resumes_without_it_past_an_old_presets_summary(tmp_path, monkeypatch, trained):
     """`--fresh` asked the job to retrain (then the study stopped): run again without --fresh, as the stop says, the
     old-preset summary it will replace is not refused (refused, the user's only way on is --fresh again)."""
-    archived = REPO / "results" / "per" / "archive" / "rmsprop_momentum" / "minatar_runs" / "breakout_uniform_s0.json"
     summaries, runs = tmp_path / "minatar_runs", tmp_path / "runs"
     summaries.mkdir()
-    (summaries / "breakout_uniform_s0.json").write_text(archived.read_text())
+    (summaries / "breakout_uniform_s0.json").write_text(EARLIER_PRESETS_SUMMARY.read_text())
     _runs.ask_fresh([runs / "breakout_uniform_s0"])
-    monkeypatch.setattr(minatar, "FLAGS", _train_flags(variants=["uniform"]))
+    monkeypatch.setattr(minatar, "FLAGS", study_flags(variants=["uniform"]))
     minatar.train(["breakout"], 2_000_000, summaries, runs)
     ((_, jobs, _, options),) = trained
     assert list(jobs) == ["breakout_uniform_s0"] and options["fresh"] is False

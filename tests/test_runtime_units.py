@@ -465,12 +465,12 @@ def test_a_pause_is_left_out_of_the_eta_and_a_gap_of_a_few_intervals_is_not():
 
 
 class ScriptedLearner(tf.Module):
-    """Makes `frames_per_step` frames per step; the loss becomes NaN at step `nan_at`."""
+    """Makes `frames_per_step` frames per step; the loss becomes `bad_loss` (NaN) at step `nan_at`."""
 
-    def __init__(self, frames_per_step=10, nan_at=None):
+    def __init__(self, frames_per_step=10, nan_at=None, bad_loss=math.nan):
         super().__init__()
         self.counter = tf.Variable(0, dtype=tf.int64)
-        self.frames_per_step, self.nan_at = frames_per_step, nan_at
+        self.frames_per_step, self.nan_at, self.bad_loss = frames_per_step, nan_at, bad_loss
         self.started = self.extra_saves = 0
 
     frames = property(lambda self: int(self.counter.numpy()) * self.frames_per_step)
@@ -484,7 +484,7 @@ class ScriptedLearner(tf.Module):
 
     def step(self):
         self.counter.assign_add(1)
-        loss = math.nan if self.steps == self.nan_at else 1.0
+        loss = self.bad_loss if self.steps == self.nan_at else 1.0
         return loop.Step({"loss": loss}, [(float(self.steps), 1)])
 
     def progress(self):
@@ -650,14 +650,8 @@ def test_a_step_with_nothing_to_learn_from_does_not_end_the_run(tmp_path):
     assert json.loads((tmp_path / "final.json").read_text())["frames"] == 50
 
 
-class InfiniteLossLearner(ScriptedLearner):
-    def step(self):
-        result = super().step()
-        return loop.Step({"loss": math.inf}, result.episodes) if self.steps == 3 else result
-
-
 def test_an_infinite_loss_stops_the_run_as_a_nan_does(tmp_path, capsys):
-    assert run_loop(tmp_path, InfiniteLossLearner(), total_frames=1000) == 1
+    assert run_loop(tmp_path, ScriptedLearner(nan_at=3, bad_loss=math.inf), total_frames=1000) == 1
     assert "non-finite loss (inf)" in capsys.readouterr().err
     assert max(checkpoint_steps(tmp_path)) < 3 and not (tmp_path / "final.json").exists()
 
