@@ -122,6 +122,16 @@ def test_a_finished_run_is_summarised_without_training(tmp_path, monkeypatch):
     assert done == ["a", "b"] and not (tmp_path / "a.most").exists()
 
 
+def test_a_parallel_study_whose_runs_stopped_unfinished_exits_130_not_0(tmp_path, monkeypatch):
+    """Runs that stop unfinished (interrupted, exit 130) leave the study unfinished: a caller's `&&` must not go on."""
+    monkeypatch.setattr(
+        _runs, "training_command", lambda module, run_dir, *_: [sys.executable, "-c", "import sys; sys.exit(130)"]
+    )
+    with pytest.raises(SystemExit) as exited:
+        _runs.train_jobs("per.train", jobs_in(tmp_path, ["a", "b"]), lambda *_: None, parallel=2)
+    assert exited.value.code == 130
+
+
 def stopped_study(
     tmp_path, behaviours: dict[str, list[str]], parallel: int, started: tuple[str, ...], signum, fresh: bool = False
 ):
