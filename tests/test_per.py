@@ -594,3 +594,88 @@ def test_bad_replay_configs_explain_themselves():
         replay_config.ReplayConfig(variant="sorted")
     with pytest.raises(UsageError, match="global_min weights need epsilon > 0"):
         replay_config.ReplayConfig(epsilon=0.0, weight_normalization="global_min")
+
+
+def test_a_rerank_of_a_full_table_has_no_unseen_items_and_the_largest_rank_is_the_tables():
+    """Every item known: ranks 1..n (an unseen item would push all down one); max_rank is U + n."""
+    tracker = replay.RankTracker(alpha=1.0, capacity=100)
+    tracker.priorities([0, 1], [0, 1], np.array([1.0, 2.0]))
+    assert tracker.rerank(table_size=2) == {1: 1.0, 0: 0.5}
+    tracker.priorities([2], [2], np.array([3.0]))  # Searched in the snapshot: rank 1, which lowers no max.
+    assert tracker.max_rank == 2
+    tracker.rerank(table_size=10)
+    assert tracker.max_rank == 10  # 7 unseen + 3 known.
+
+
+def test_equal_deltas_rank_in_the_order_they_became_known():
+    """Ties rank as documented, however many: an unstable sort would reshuffle them at every re-rank (n >= 17)."""
+    deltas = [float(key % 3) for key in range(30)]
+    tracker = replay.RankTracker(alpha=1.0, capacity=100)
+    tracker.priorities(list(range(30)), list(range(30)), np.array(deltas))
+    order = sorted(range(30), key=lambda key: (-deltas[key], key))  # Largest first, ties by key (known order).
+    assert tracker.rerank(table_size=30) == {key: rank**-1.0 for rank, key in enumerate(order, start=1)}
+
+
+def test_the_live_minimum_is_at_most_one_and_an_old_runs_floor_applies_only_while_it_may_be_live():
+    """Weights stay <= 1 (an unwritten item holds >= 1); an old checkpoint's floor lapses after `capacity` inserts."""
+    tracker = replay.LiveMinimum(capacity=3)
+    tracker.write([0], [0], [2.0], inserted=1)
+    assert tracker.minimum(inserted=1) == 1.0
+    tracker.restore({0: (0.4, 5)}, floor=(0.01, 5))
+    assert tracker.minimum(inserted=7) == 0.01  # Items of the old run (inserted before 5) may be live.
+    assert tracker.minimum(inserted=8) == 0.4  # All of them evicted: the floor no longer binds.
+    tracker.restore({0: (0.1, 5)}, floor=(0.5, 5))
+    assert tracker.minimum(inserted=6) == 0.1  # A floor above a live priority does not raise the minimum.
+
+
+def test_a_transition_writer_refuses_a_chunk_length_below_one():
+    """A chunk of 0 steps is no chunk: refused as a usage error, not a Reverb crash later."""
+    with pytest.raises(UsageError, match="chunk_length=0"):
+        replay.TransitionWriter(None, "replay", frame_stack=1, chunk_length=0)
+
+
+def test_an_update_of_a_key_not_in_the_last_sample_counts_as_live(make_replay):
+    """A key the last sample did not hold is taken as the newest (live), not as inserted at 0 and dropped."""
+    server, buffer = make_replay(replay_config.ReplayConfig(capacity=2))
+    fill(buffer, 6)  # Items 4 and 5 live: inserted 6 > capacity.
+    first = buffer.sample(1, beta=0.0).keys
+    while True:
+        other = buffer.sample(1, beta=0.0)
+        if other.keys[0] != first[0]:
+            break
+    buffer.update(first, np.array([5.0]))  # Not in the last sample.
+    assert buffer.max_priority == pytest.approx(5.0 + replay_config.ReplayConfig().epsilon, rel=0, abs=1e-9)
+
+
+def test_a_key_updated_twice_in_one_call_takes_its_last_delta(make_replay):
+    """`update` with a key sampled twice: the later |delta| is its priority (the documented rule)."""
+    server, buffer = make_replay(replay_config.ReplayConfig(capacity=1, alpha=1.0))
+    fill(buffer, 1)
+    (key,) = keys_by_item(buffer, 1)
+    buffer.update(np.array([key, key]), np.array([5.0, 1.0]))
+    (sample,) = buffer.client.sample("replay", num_samples=1, emit_timesteps=False)
+    assert float(sample.info.priority) == pytest.approx(1.0 + replay_config.ReplayConfig().epsilon, rel=0, abs=1e-9)
+
+
+def test_a_stored_next_state_is_a_copy_so_an_env_reusing_its_buffer_changes_nothing(make_replay):
+    """An env that writes its next observation into the array it returned must not change what the replay stored.
+
+    Here the caller then passes a state that is not the stream's last one (a skipped step), equal to the buffer's
+    new content: taken for the last one, the item would return the old frame as its S_{j-1}.
+    """
+    server, buffer = make_replay(replay_config.ReplayConfig(capacity=8))
+    reused = np.array([1.0, 1.0], np.float32)
+    buffer.add_transition((np.zeros(2, np.float32), 0, 0.0, 0.0, reused))
+    reused[:] = 5.0  # The env's next observation, in the same array.
+    buffer.add_transition((reused.copy(), 1, 0.0, 0.0, np.full(2, 6.0, np.float32)))
+    observation, action, _, _, next_observation = buffer.sample(32, beta=0.0).data
+    second = action == 1
+    assert second.any() and (observation[second] == 5.0).all() and (next_observation[second] == 6.0).all()
+
+
+def test_items_are_flushed_every_flush_every_inserts(make_replay):
+    """`flush_every=4`: the 4th insert makes all four visible to other samplers (one insert late cuts chunks short)."""
+    server, buffer = make_replay(replay_config.ReplayConfig(capacity=8), flush_every=4)
+    for item in range(4):
+        buffer.add([np.array([item], np.int32)])
+    assert buffer.client.server_info()["replay"].current_size == 4
