@@ -10,6 +10,9 @@ import textwrap
 import pytest
 import usage_cases
 
+from common import cli
+from common.errors import UsageError
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
@@ -243,8 +246,9 @@ def test_an_unknown_flag_names_the_accepted_ones_with_those_adopted():
     assert_one_line_usage_error(result, "unknown flag --game; accepted: ", "--games", "--profile", "--variants")
 
 
-def test_a_reproduce_scripts_help_lists_the_shared_flags():
-    result = run(sys.executable, "-m", "reproduce.per.cliffwalk", "--help")
+@pytest.mark.parametrize("help_flag", ["--help", "--helpshort"])
+def test_a_reproduce_scripts_help_lists_the_shared_flags(help_flag):
+    result = run(sys.executable, "-m", "reproduce.per.cliffwalk", help_flag)
     assert result.returncode == 0, result.stderr
     for flag in ("  --profile:", "  --seed:", "  --[no]fresh:"):
         assert flag in result.stdout
@@ -507,3 +511,31 @@ def test_make_reproduce_defaults_to_the_quick_profile_and_exits_0_when_all_pass(
     outcome, result = reproduce_entry({"reproduce.a.one": 0, "reproduce.b.two": 0}, "--only=reproduce.a")
     assert outcome == {"code": 0, "calls": [["reproduce.a.one", "--profile=quick"]]}, result.stderr
     assert "all 1 reproduce scripts completed" in result.stdout
+
+
+@pytest.mark.parametrize("text, expected", [("1", True), ("TRUE", True), ("Yes", True), ("0", False), ("No", False)])
+def test_a_boolean_option_takes_every_documented_spelling(text: str, expected: bool):
+    """`--config_override=use_lstm=1` (or `=0`, any case) must set the flag, not be refused."""
+    assert cli.parse_value("use_lstm", text, False) is expected
+
+
+def test_an_integer_option_takes_5e6_and_returns_an_int():
+    """Budgets are written 5e6: accepted, and an int (not the float 5000000.0 that would print as such)."""
+    value = cli.parse_value("total_frames", "5e6", 0)
+    assert value == 5_000_000 and type(value) is int
+
+
+def test_an_assignment_needs_an_equals_sign_and_takes_an_empty_value():
+    """`name` alone is refused; `name=` is an empty value, not a missing `=`."""
+    with pytest.raises(UsageError, match="expected NAME=VALUE"):
+        cli.parse_assignments(["tag"], {"tag": "x"}, "--config_override")
+    assert cli.parse_assignments(["tag="], {"tag": "x"}, "--config_override") == {"tag": ""}
+
+
+def test_positive_integers_refuse_zero_and_an_empty_list():
+    """`--actors=0` or `--actors=` would benchmark nothing: each is one usage error."""
+    assert cli.positive_integers("--actors", ["1", "4"], "1,2") == [1, 4]
+    with pytest.raises(UsageError, match="'0' is not a positive integer"):
+        cli.positive_integers("--actors", ["0"], "1,2")
+    with pytest.raises(UsageError, match="names no count"):
+        cli.positive_integers("--actors", [], "1,2")
