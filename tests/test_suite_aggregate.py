@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import csv
 import json
+import pathlib
+import types
 
+import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 
 from common import scores
 from common.errors import UsageError
-from reproduce.suite import _plan, _published
+from reproduce.suite import _plan, _published, _stats, aggregate
 from tests.test_suite import _finish, _suite, _suite_config
 
 ATARI = ("atari:pong", "atari:video_pinball", "atari:alien")
@@ -168,3 +172,89 @@ def test_a_dmlab30_suite_is_one_multi_task_job_scored_on_its_30_levels(tmp_path)
 def test_a_dmlab30_suite_needs_the_multi_task_agent(agent):
     with pytest.raises(UsageError, match="only impala does; use --agent impala --preset dmlab30"):
         _plan.check_suite_name("dmlab30", agent)
+
+
+def test_score_matrix_is_seeds_by_games():
+    """rliable's layout is [runs, games]: transposed, the stratified bootstrap resamples games instead of seeds."""
+    rows = [{"game": g, "seed": s, "normalized": 10 * s + i} for i, g in enumerate(("a", "b")) for s in (0, 1, 2)]
+    matrix = _stats.score_matrix(rows, ["a", "b"], [0, 1, 2])
+    assert matrix.tolist() == [[0.0, 1.0], [10.0, 11.0], [20.0, 21.0]]
+
+
+def test_complete_seeds_need_every_game():
+    """A seed evaluated on some games only would leave holes in the [seeds, games] matrix."""
+    rows = [{"game": "a", "seed": 0}, {"game": "b", "seed": 0}, {"game": "a", "seed": 1}, {"game": "b", "seed": 2}]
+    assert _stats.complete_seeds(rows, ["a", "b"]) == [0]
+
+
+def test_aggregates_are_reproducible():
+    """aggregate.csv is committed: the bootstrap is seeded, so the same scores give the same intervals."""
+    matrix = np.array([[0.1, 2.0, 0.5], [0.3, 4.0, 0.7], [0.2, 1.0, 0.9]])
+    assert _stats.aggregates(matrix, reps=50) == _stats.aggregates(matrix, reps=50)
+
+
+def test_comparison_is_the_mean_over_the_complete_seeds():
+    """`ours` beside the paper is each game's mean over the aggregate's seeds: (1 + 2 + 6) / 3 = 3 on Breakout,
+    not the median (2) nor a mean with seed 3, which is missing a game (30)."""
+    suite = _suite_config(preset="minatar", games=("minatar:breakout",), seeds=(0, 1, 2, 3))
+    rows = [{"game": "breakout", "env": "minatar:breakout", "seed": s, "score": r} for s, r in enumerate((1, 2, 6, 30))]
+    compared = aggregate._comparisons(suite, rows, [0, 1, 2])
+    mean = next(row for row in compared["minatar"] if row["statistic"] == "mean")
+    assert mean["ours"] == pytest.approx(3.0 / 10.3)  # Young & Tian's DQN on Breakout at 5M: 10.3.
+
+
+def test_a_score_of_zero_is_plotted_on_symlog():
+    """A log axis cannot show a normalised score of 0 (a game not learnt): the plot must switch to symlog."""
+    fig, ax = plt.subplots()
+    try:
+        assert aggregate._set_scale(ax, [0.0, 2.0]).startswith("symlog") and ax.get_xscale() == "symlog"
+    finally:
+        plt.close(fig)
+
+
+def test_a_dmlab30_title_counts_its_30_levels():
+    """DMLab-30 is one job but 30 scored games; the title's count is what the aggregates are over."""
+    suite = _suite_config(preset="dmlab30", suite="dmlab30", games=_plan.resolve_suite("dmlab30"), seeds=(0,))
+    assert "30 games x 1 seeds" in aggregate._title(suite)
+
+
+def test_aggregate_refuses_zero_resamples():
+    """`--reps=0` is one usage error naming the flag, before the suite directory is read."""
+    result = _suite("/nonexistent/suite", "--reps=0", module="reproduce.suite.aggregate")
+    assert result.returncode == 2 and "--reps=0: must be >= 1" in result.stderr
+
+
+def _suite_missing_a_game(suite_dir: pathlib.Path) -> None:
+    """MinAtar Breakout and Asterix, seeds 0-3; seed 3 has Breakout only; runs end at 3,200 frames (budget 3,000)."""
+    suite = _suite_config(preset="minatar", games=("minatar:breakout", "minatar:asterix"), seeds=(0, 1, 2, 3))
+    _plan.save_suite(suite, suite_dir)
+    for seed, (breakout, asterix) in enumerate(((1.0, 4.0), (2.0, 5.0), (6.0, 6.0), (3.0, None))):
+        _finish(suite_dir / f"breakout_s{seed}", steps=5, mean_return=breakout, frames=3200)
+        if asterix is not None:
+            _finish(suite_dir / f"asterix_s{seed}", steps=5, mean_return=asterix, frames=3200)
+
+
+def test_aggregate_with_a_seed_missing_a_game(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch):
+    """Seed 3 has Breakout only: the per-game table lists it, the aggregates and their record leave it out; frames
+    are the runs' own (3,200), the table's mean is a mean, and --reps reaches the bootstrap."""
+    _suite_missing_a_game(tmp_path)
+    monkeypatch.setattr(aggregate, "FLAGS", types.SimpleNamespace(reps=7))  # As if given --reps=7.
+    monkeypatch.setattr(aggregate, "_plot_aggregate", lambda *args: None)  # The figure is tested below.
+    reps, bootstrap = [], _stats.aggregates
+    monkeypatch.setattr(_stats, "aggregates", lambda matrix, n: reps.append(n) or bootstrap(matrix, n))
+    aggregate.main(["aggregate", str(tmp_path)])
+    assert reps == [7]
+    recorded = json.loads((tmp_path / "aggregate.provenance.json").read_text())
+    assert recorded["seeds"] == [0, 1, 2] and recorded["frames"] == 6 * 3200 and len(recorded["run_provenance"]) == 6
+    with open(tmp_path / "per_game.csv", newline="") as f:
+        assert {row["frames"] for row in csv.DictReader(f)} == {"3200"}
+    markdown = (tmp_path / "aggregate.md").read_text()
+    assert "| breakout | 4 | 3.00 | 0.291 |" in markdown  # (1 + 2 + 6 + 3) / 4 = 3; 3 / 10.3 = 0.291.
+    assert "Not evaluated yet, left out: asterix_s3." in markdown
+
+
+def test_aggregate_with_one_resample_writes_its_figure(tmp_path: pathlib.Path):
+    """`--reps=1` is accepted (>= 1), so it must not end in a traceback from matplotlib."""
+    _suite_missing_a_game(tmp_path)
+    result = _suite(str(tmp_path), "--reps=1", module="reproduce.suite.aggregate")
+    assert result.returncode == 0, result.stderr

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import warnings
 from typing import Mapping
 
 import numpy as np
@@ -89,12 +88,14 @@ def aggregates(matrix: np.ndarray, reps: int, seed: int = 0) -> list[dict]:
 
     if matrix.ndim != 2 or not matrix.size:
         raise UsageError(f"need scores of at least one seed on every game, got shape {matrix.shape}")
-    with warnings.catch_warnings():
-        # rliable seeds arch's bootstrap with `random_state`, which arch deprecates; the draws are the same.
-        warnings.filterwarnings("ignore", "random_state is deprecated", FutureWarning)
-        points, intervals = library.get_interval_estimates(
-            {"suite": matrix}, _statistics, reps=reps, random_state=np.random.RandomState(seed)
-        )
+    # rliable's stratified bootstrap draws its resamples from numpy's global generator (`np.random.choice`),
+    # whatever `random_state` it is given: seed that generator here, and give the caller's state back.
+    caller_state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        points, intervals = library.get_interval_estimates({"suite": matrix}, _statistics, reps=reps)
+    finally:
+        np.random.set_state(caller_state)
     return [
         {
             "statistic": name,

@@ -206,9 +206,10 @@ def _plot_aggregate(
     fig, ax = plt.subplots(figsize=(6.5, 3))
     position = {row["statistic"]: i for i, row in enumerate(summary)}
     for i, row in enumerate(summary):
-        low, high = row["value"] - row["ci_low"], row["ci_high"] - row["value"]
+        # The interval drawn from its own ends: with few --reps the point estimate can fall outside it.
         label = "ours (95% stratified-bootstrap CI)" if not i else None
-        ax.errorbar(row["value"], i, xerr=[[low], [high]], fmt="o", color="tab:blue", capsize=4, label=label)
+        ax.plot([row["ci_low"], row["ci_high"]], [i, i], "|-", color="tab:blue", markersize=8)
+        ax.plot(row["value"], i, "o", color="tab:blue", label=label)
     family, compared = next(iter(comparisons.items())) if len(comparisons) == 1 else ("", [])
     ref = _published.reference(suite.agent, suite.preset, family)
     for protocol, fill in zip(dict.fromkeys(row["protocol"] for row in compared), ("full", "none")):
