@@ -96,3 +96,37 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
     result = _suite(*args, module="reproduce.suite.collect")
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_collecting_keeps_the_games_and_seeds_dest_already_lists(tmp_path: pathlib.Path):
+    """Collecting a shard of seeds 0-1 into a suite of seeds 0-2 must not drop seed 2 from its suite.json."""
+    source, dest = tmp_path / "source", tmp_path / "dest"
+    _plan.save_suite(_suite_config(), source)
+    _done(source / "catch_s0", steps=7, mean_return=0.5)
+    _plan.save_suite(_suite_config(seeds=(0, 1, 2)), dest)
+    collect.collect(_plan.load_suite(source), source, dest)
+    assert _plan.load_suite(dest).seeds == (0, 1, 2)
+
+
+def test_collecting_again_reports_kept_jobs_as_done(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture):
+    """A job dest already has is kept, not "not done in source"; the first collection keeps none."""
+    source, dest = tmp_path / "source", tmp_path / "dest"
+    _plan.save_suite(_suite_config(), source)
+    _done(source / "catch_s0", steps=7, mean_return=0.5)
+    collect.main(["collect", str(source), str(dest)])
+    assert "already done there" not in capsys.readouterr().out
+    collected, kept, not_done = collect.collect(_plan.load_suite(source), source, dest)
+    assert (collected, kept) == ([], ["catch_s0"]) and not_done == ["breakout_s0", "catch_s1", "breakout_s1"]
+
+
+def test_collecting_a_run_without_provenance_copies_the_rest(tmp_path: pathlib.Path):
+    """Runs from before provenance was recorded have no provenance.json: collected without it, not a crash."""
+    source, dest = tmp_path / "source", tmp_path / "dest"
+    _plan.save_suite(_suite_config(), source)
+    _done(source / "catch_s0", steps=7, mean_return=0.5)
+    (source / "catch_s0" / "provenance.json").unlink()
+    collected, _, _ = collect.collect(_plan.load_suite(source), source, dest)
+    assert collected == ["catch_s0"]
+    assert sorted(p.name for p in (dest / "catch_s0").iterdir()) == [
+        "config.json", "curve.csv", "eval_step7.json", "final.json",
+    ]  # fmt: skip
