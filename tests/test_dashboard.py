@@ -4,6 +4,9 @@ import hashlib
 import json
 import pathlib
 
+import pytest
+
+from common.errors import UsageError
 from common.results import write_csv
 from reproduce import dashboard
 from reproduce.benchmarks.learning_check import compare
@@ -259,3 +262,162 @@ def test_per_agent_benchmark_sets_end_to_end_against_both_bounds_when_the_report
     write(tmp_path / "per/benchmarks/agent.csv", header.rsplit(",", 1)[0] + "\n" + every)
     headline, _, _ = dashboard.cells(study("per/benchmarks/agent"), tmp_path)
     assert headline.endswith("(target ≥ 80%: met)")
+
+
+def test_vtrace_operator_names_a_case_above_the_bound_by_more_than_rounding(tmp_path: pathlib.Path) -> None:
+    """A modulus 1e-9 above Theorem 1's bound is a violation (the study's tolerance is 1e-12), not "never above"."""
+    header = "mdp,rho_bar,c_bar,error_to_V_pi_rho_bar,modulus,eta,bound\n"
+    write(tmp_path / "impala/full/vtrace_operator.csv", header + f"0,1.0,1.0,1e-10,0.9,0.9,{0.9 - 1e-9!r}\n")
+    write(tmp_path / "impala/full/vtrace_operator.provenance.json", record("a" * 40))
+    ours, _, _ = dashboard.cells(study("impala/full/vtrace_operator"), tmp_path)
+    assert "ABOVE by up to 1.0e-09 its bound" in ours
+
+
+def test_learning_check_says_outside_when_the_committed_return_is_outside(tmp_path: pathlib.Path) -> None:
+    """The CSV's `within` is the text "False": a truthiness test would always say "within" and hide a regression."""
+    header = "frames,reference,mean,sd,min,max,within\n"
+    rows = "500000,5.0,5.0,1.0,4.0,6.0,True\n1000000,30.0,20.0,2.0,18.0,22.0,False\n"
+    write(tmp_path / "impala/benchmarks/learning_check.csv", header + rows)
+    write(tmp_path / "impala/benchmarks/learning_check.provenance.json", record("d" * 40))
+    ours, _, _ = dashboard.cells(study("impala/benchmarks/learning_check"), tmp_path)
+    assert ours == (
+        "committed 30.00 OUTSIDE ours 20.00 ± 2 × 2.00 (last-100; seeds 18.00–22.00); "
+        "the curve within at 1 of 1 checkpoints"
+    )
+
+
+def test_peers_headline_takes_our_best_configuration(tmp_path: pathlib.Path) -> None:
+    """With two of our configurations the ratio is our best mean (4,000) over the peer's (2,500), not our worst."""
+    header = "system,config,run,frames_per_s\n"
+    runs = [("ours", "a", 1, 3000), ("ours", "b", 1, 1000), ("peer", "fast", 1, 2000),
+            ("ours", "a", 2, 5000), ("ours", "b", 2, 2000), ("peer", "fast", 2, 3000)]  # fmt: skip
+    write(tmp_path / "impala/benchmarks/peers.csv", header + "".join(f"{s},{c},{r},{f}\n" for s, c, r, f in runs))
+    write(tmp_path / "impala/benchmarks/peers.provenance.json", record("c" * 40))
+    ours, _, _ = dashboard.cells(study("impala/benchmarks/peers"), tmp_path)
+    assert ours == "1.60× peer's best (fast): ours 4,000 frames/s, peer fast 2,500 (means of 2 alternating runs)"
+
+
+def test_throughput_reads_the_raw_row_wherever_it_is_and_a_table_without_the_limit(tmp_path: pathlib.Path) -> None:
+    """The raw env's rate is the row named raw (not the first row); a table from before `ratio_to_limit` still reads."""
+    rows = (
+        "configuration,frames_per_s,ratio_to_raw\n"
+        "learner alone,9000,1.5\n"
+        "raw env,6000,1.0\n"
+        '"end to end, 1 actor",2000,0.333\n'
+        '"end to end, 2 actors",3000,0.5\n'
+    )
+    write(tmp_path / "impala/benchmarks/throughput.csv", rows)
+    write(tmp_path / "impala/benchmarks/throughput.provenance.json", record("b" * 40))
+    ours, _, _ = dashboard.cells(study("impala/benchmarks/throughput"), tmp_path)
+    assert ours == "end to end 3,000 frames/s (2 actors), 50.0% of the raw env's 6,000; learner alone up to 9,000"
+
+
+def test_agent_benchmark_at_exactly_the_target_meets_it(tmp_path: pathlib.Path) -> None:
+    """`target >= 80%`: a row at 80% of the bound meets it; a strict comparison would report "missed"."""
+    header = "measurement,replay,actors,envs_per_actor,agent_steps_per_s,of_bound\n"
+    write(tmp_path / "per/benchmarks/agent.csv", header + "end_to_end,uniform,1,1,100,0.8\n")
+    write(tmp_path / "per/benchmarks/agent.md", "of the bound 80% (target >= 80%).\n")
+    write(tmp_path / "per/benchmarks/agent.provenance.json", record("a" * 40))
+    ours, _, _ = dashboard.cells(study("per/benchmarks/agent"), tmp_path)
+    assert ours.endswith("80%–80% of the env+learner bound (target ≥ 80%: met)")
+
+
+def test_replay_benchmark_without_cpprb_names_no_ratio(tmp_path: pathlib.Path) -> None:
+    """A replay table without the cpprb column (older, or cpprb not installed) must not print "Nonex cpprb"."""
+    header = "items,variant,us_per_iteration,rank_overhead_vs_proportional\n"
+    write(tmp_path / "per/benchmarks/replay.csv", header + "10000,proportional,786.9,0.187\n10000,rank,934.4,0.187\n")
+    write(tmp_path / "per/benchmarks/replay.provenance.json", record("a" * 40))
+    ours, _, _ = dashboard.cells(study("per/benchmarks/replay"), tmp_path)
+    assert ours == "µs per sample+update, proportional / rank-based: 10,000 items 786.9 / 934.4 (+19%)"
+
+
+def test_failing_propositions_count_those_that_hold(tmp_path: pathlib.Path) -> None:
+    """One failing check of three: "2 of 3 checks hold", naming the failing one (the committed run has none)."""
+    rows = "proposition,quantity,value,expected,holds\n1,q1,0,0,True\n2,q2,1,0,False\n3,q3,0,0,True\n"
+    write(tmp_path / "laser/full/propositions.csv", rows)
+    write(tmp_path / "laser/full/propositions.provenance.json", record("a" * 40))
+    ours, _, _ = dashboard.cells(study("laser/full/propositions"), tmp_path)
+    assert ours == "2 of 3 checks hold; failing: 2: q2"
+
+
+def test_laser_minatar_counts_the_missing_jobs_in_its_total(tmp_path: pathlib.Path) -> None:
+    """2 jobs in and 2 missing is "2 of 4 jobs in": the committed studies have none missing."""
+    stem = "laser/full/fig2_replay_fraction"
+    rows = "arm,label,game,seed,last100\nreplay0,0% replay,breakout,0,5.77\nreplay50,50% replay,breakout,0,6.56\n"
+    write(tmp_path / f"{stem}.csv", rows)
+    jobs = {"jobs": ["replay0_breakout_s0", "replay50_breakout_s0"],
+            "missing": ["replay87_breakout_s0", "replay100_breakout_s0"]}  # fmt: skip
+    write(tmp_path / f"{stem}.provenance.json", record("a" * 40, **jobs))
+    ours, _, _ = dashboard.cells(study(stem), tmp_path)
+    assert ours == "2 of 4 jobs in; breakout last-100: 0% replay 5.77; 50% replay 6.56"
+
+
+def test_suite_before_its_aggregate_counts_games_times_seeds(tmp_path: pathlib.Path) -> None:
+    """3 games x 2 seeds is 6 jobs (the existing test's 2 x 2 cannot tell games x seeds from games + seeds)."""
+    suite = tmp_path / "suites/impala_minatar"
+    games = ["minatar:breakout", "minatar:asterix", "minatar:freeway"]
+    write(suite / "suite.json", json.dumps({"games": games, "seeds": [0, 1]}))
+    write(suite / "breakout_s0" / "final.json", "{}")
+    ours, _, _ = dashboard.cells(study("suites/impala_minatar/aggregate"), tmp_path)
+    assert ours == "aggregate not written yet: 1 of 6 jobs collected (breakout_s0)"
+
+
+def test_a_table_without_its_record_is_not_run_yet(tmp_path: pathlib.Path) -> None:
+    """The record is what marks a study run (its table may be half-written): no record, "not run yet", no crash."""
+    table = "game,impala_last100,ac_lambda_0.8,at_or_above_ac\nbreakout,1,2,False\n"
+    write(tmp_path / "impala/full/minatar.csv", table)
+    assert dashboard.cells(study("impala/full/minatar"), tmp_path) == dashboard.Cells("not run yet")
+
+
+def test_a_record_without_a_commit_is_not_recorded() -> None:
+    """A record whose commit is null (written outside git) reads "not recorded", not a crash on None[:7]."""
+    assert dashboard.commits({"commit": None}) == "not recorded"
+    runs = {"a_s0": {"commit": None}, "b_s0": {"commit": "b" * 40}}
+    assert dashboard.commits({"commit": "a" * 40, "run_provenance": runs}) == (
+        "runs: `bbbbbbb`, 1 unrecorded; assembled: `aaaaaaa`"
+    )
+
+
+def test_the_dashboard_refuses_an_argument_before_writing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m reproduce.dashboard extra` is a usage error, and results/README.md is not rewritten."""
+
+    def refuse(results: pathlib.Path) -> None:
+        raise AssertionError("the dashboard was written")
+
+    monkeypatch.setattr(dashboard, "write", refuse)
+    with pytest.raises(UsageError, match=r"unexpected arguments \['extra'\]"):
+        dashboard.main(["reproduce.dashboard", "extra"])
+
+
+def test_write_renders_the_results_directory_it_is_given(tmp_path: pathlib.Path) -> None:
+    """`write(results)` pages `results`' files: an empty directory gives a page of studies not run yet."""
+    path, _ = dashboard.write(tmp_path)
+    assert path.read_text().count("| not run yet | — | — |") == len(dashboard.STUDIES)
+
+
+def test_per_atari_names_each_papers_score_once_over_seeds(tmp_path: pathlib.Path) -> None:
+    """Two seeds of pong uniform share one published score: listed once, not once per seed."""
+    header = ("game,variant,seed,frames,train_last100,eval_episodes,eval_mean_return,eval_human_normalized,per_200M,"
+              "per_200M_normalized\n")  # fmt: skip
+    rows = "pong,uniform,0,4000000,-5.0,30,-3.5,0.4328,19.1,1.11\npong,uniform,1,4000000,-4.0,30,2.0,0.597,19.1,1.11\n"
+    write(tmp_path / "per/full/atari.csv", header + rows)
+    write(tmp_path / "per/full/atari.provenance.json", record("f" * 40))
+    _, paper, _ = dashboard.cells(study("per/full/atari"), tmp_path)
+    assert paper == "PER Tables 7 and 6, 200M frames, human starts: pong uniform 19.1 (111.0% human)"
+
+
+def test_laser_study_before_its_table_takes_a_summary_without_its_record(tmp_path: pathlib.Path) -> None:
+    """A job summary whose provenance file is missing is still counted in; the dashboard does not crash on it."""
+    summary = {"arm": "replay50", "game": "breakout", "seed": 0, "label": "50% replay", "last100": 6.5}
+    write(tmp_path / "laser/full/minatar_runs/replay50_breakout_s0.json", json.dumps(summary))
+    ours, _, _ = dashboard.cells(study("laser/full/fig2_replay_fraction"), tmp_path)
+    assert ours == "table not written yet: 1 of 4 jobs in `minatar_runs/`; breakout last-100: 50% replay 6.5"
+
+
+def test_suite_before_its_aggregate_counts_a_job_without_provenance_as_unrecorded(tmp_path: pathlib.Path) -> None:
+    """A collected job from before runs recorded provenance is "1 unrecorded", not a FileNotFoundError."""
+    suite = tmp_path / "suites/impala_minatar"
+    write(suite / "suite.json", json.dumps({"games": ["minatar:breakout"], "seeds": [0]}))
+    write(suite / "breakout_s0" / "final.json", "{}")
+    _, _, commits = dashboard.cells(study("suites/impala_minatar/aggregate"), tmp_path)
+    assert commits == "runs: 1 unrecorded"
