@@ -539,3 +539,54 @@ def test_positive_integers_refuse_zero_and_an_empty_list():
         cli.positive_integers("--actors", ["0"], "1,2")
     with pytest.raises(UsageError, match="names no count"):
         cli.positive_integers("--actors", [], "1,2")
+
+
+def test_an_integer_option_refuses_a_word_and_a_fraction():
+    """`batch_size=many` or `=2.5` is one usage error, not 0 or a silently truncated 2."""
+    for text in ("many", "2.5"):
+        with pytest.raises(UsageError, match=rf"option batch_size='{text}': expected an integer"):
+            cli.parse_value("batch_size", text, 32)
+
+
+def test_a_float_option_refuses_a_word_and_nan():
+    """`learning_rate=fast` is a usage error (not a ValueError traceback); `=nan` would train on NaN."""
+    with pytest.raises(UsageError, match="expected a float"):
+        cli.parse_value("learning_rate", "fast", 0.1)
+    with pytest.raises(UsageError, match="expected a finite number"):
+        cli.parse_value("learning_rate", "nan", 0.1)
+
+
+def test_an_option_without_a_default_type_is_text():
+    """A field whose default is None takes the text as given: `3` stays the string "3"."""
+    assert cli.parse_value("tag", "3", None) == "3"
+
+
+def test_an_empty_boolean_is_refused():
+    """`use_lstm=` names no value: refused, not read as false."""
+    with pytest.raises(UsageError, match="expected true or false"):
+        cli.parse_value("use_lstm", "", False)
+
+
+def test_an_assignment_splits_at_the_first_equals_sign():
+    """`tag=a=b` sets tag to "a=b" (a value may contain `=`), not an unknown field "tag=a"."""
+    assert cli.parse_assignments(["tag=a=b"], {"tag": "x"}, "--config_override") == {"tag": "a=b"}
+
+
+TWO_FLAGS_MAIN = (
+    "from absl import flags; from common import cli; flags.DEFINE_float('rate', 1.0, 'r'); "
+    "flags.DEFINE_integer('n', 1, 'n'); cli.run(lambda argv: print('ran'))"
+)
+
+
+def test_run_says_an_integer_flag_needs_a_whole_number():
+    """`--n=lots` is "expected a whole number", not Python's "invalid literal for int() with base 10"."""
+    result = run(sys.executable, "-c", TWO_FLAGS_MAIN, "--n=lots")
+    assert result.returncode == 2 and result.stderr.strip().endswith("flag --n=lots: expected a whole number")
+
+
+@pytest.mark.parametrize("help_flag", ["-h", "--help"])
+def test_help_prints_the_whole_docstring_and_exits_0(help_flag: str):
+    """`-h` is help too, and the help is the entry point's whole docstring, then its flags."""
+    result = run(sys.executable, "-m", "reproduce.dashboard", help_flag)
+    assert result.returncode == 0, result.stderr
+    assert "This module lives outside the paper folders" in result.stdout
