@@ -69,6 +69,13 @@ def study(stem: str) -> dashboard.Study:
     return next(s for s in dashboard.STUDIES if s.stem == stem)
 
 
+def measured_cell(tmp_path: pathlib.Path, stem: str, table: str) -> str:
+    """The dashboard's "ours" cell for a study whose table is `table` (recorded at a clean commit)."""
+    write(tmp_path / f"{stem}.csv", table)
+    write(tmp_path / f"{stem}.provenance.json", record("a" * 40))
+    return dashboard.cells(study(stem), tmp_path)[0]
+
+
 def test_impala_minatar_headline_and_per_run_commits(tmp_path):
     write(
         tmp_path / "impala/full/minatar.csv",
@@ -267,9 +274,7 @@ def test_per_agent_benchmark_sets_end_to_end_against_both_bounds_when_the_report
 def test_vtrace_operator_names_a_case_above_the_bound_by_more_than_rounding(tmp_path: pathlib.Path) -> None:
     """A modulus 1e-9 above Theorem 1's bound is a violation (the study's tolerance is 1e-12), not "never above"."""
     header = "mdp,rho_bar,c_bar,error_to_V_pi_rho_bar,modulus,eta,bound\n"
-    write(tmp_path / "impala/full/vtrace_operator.csv", header + f"0,1.0,1.0,1e-10,0.9,0.9,{0.9 - 1e-9!r}\n")
-    write(tmp_path / "impala/full/vtrace_operator.provenance.json", record("a" * 40))
-    ours, _, _ = dashboard.cells(study("impala/full/vtrace_operator"), tmp_path)
+    ours = measured_cell(tmp_path, "impala/full/vtrace_operator", header + f"0,1.0,1.0,1e-10,0.9,0.9,{0.9 - 1e-9!r}\n")
     assert "ABOVE by up to 1.0e-09 its bound" in ours
 
 
@@ -277,9 +282,7 @@ def test_learning_check_says_outside_when_the_committed_return_is_outside(tmp_pa
     """The CSV's `within` is the text "False": a truthiness test would always say "within" and hide a regression."""
     header = "frames,reference,mean,sd,min,max,within\n"
     rows = "500000,5.0,5.0,1.0,4.0,6.0,True\n1000000,30.0,20.0,2.0,18.0,22.0,False\n"
-    write(tmp_path / "impala/benchmarks/learning_check.csv", header + rows)
-    write(tmp_path / "impala/benchmarks/learning_check.provenance.json", record("d" * 40))
-    ours, _, _ = dashboard.cells(study("impala/benchmarks/learning_check"), tmp_path)
+    ours = measured_cell(tmp_path, "impala/benchmarks/learning_check", header + rows)
     assert ours == (
         "committed 30.00 OUTSIDE ours 20.00 ± 2 × 2.00 (last-100; seeds 18.00–22.00); "
         "the curve within at 1 of 1 checkpoints"
@@ -291,9 +294,8 @@ def test_peers_headline_takes_our_best_configuration(tmp_path: pathlib.Path) -> 
     header = "system,config,run,frames_per_s\n"
     runs = [("ours", "a", 1, 3000), ("ours", "b", 1, 1000), ("peer", "fast", 1, 2000),
             ("ours", "a", 2, 5000), ("ours", "b", 2, 2000), ("peer", "fast", 2, 3000)]  # fmt: skip
-    write(tmp_path / "impala/benchmarks/peers.csv", header + "".join(f"{s},{c},{r},{f}\n" for s, c, r, f in runs))
-    write(tmp_path / "impala/benchmarks/peers.provenance.json", record("c" * 40))
-    ours, _, _ = dashboard.cells(study("impala/benchmarks/peers"), tmp_path)
+    table = header + "".join(f"{s},{c},{r},{f}\n" for s, c, r, f in runs)
+    ours = measured_cell(tmp_path, "impala/benchmarks/peers", table)
     assert ours == "1.60× peer's best (fast): ours 4,000 frames/s, peer fast 2,500 (means of 2 alternating runs)"
 
 
@@ -306,37 +308,30 @@ def test_throughput_reads_the_raw_row_wherever_it_is_and_a_table_without_the_lim
         '"end to end, 1 actor",2000,0.333\n'
         '"end to end, 2 actors",3000,0.5\n'
     )
-    write(tmp_path / "impala/benchmarks/throughput.csv", rows)
-    write(tmp_path / "impala/benchmarks/throughput.provenance.json", record("b" * 40))
-    ours, _, _ = dashboard.cells(study("impala/benchmarks/throughput"), tmp_path)
+    ours = measured_cell(tmp_path, "impala/benchmarks/throughput", rows)
     assert ours == "end to end 3,000 frames/s (2 actors), 50.0% of the raw env's 6,000; learner alone up to 9,000"
 
 
 def test_agent_benchmark_at_exactly_the_target_meets_it(tmp_path: pathlib.Path) -> None:
     """`target >= 80%`: a row at 80% of the bound meets it; a strict comparison would report "missed"."""
     header = "measurement,replay,actors,envs_per_actor,agent_steps_per_s,of_bound\n"
-    write(tmp_path / "per/benchmarks/agent.csv", header + "end_to_end,uniform,1,1,100,0.8\n")
     write(tmp_path / "per/benchmarks/agent.md", "of the bound 80% (target >= 80%).\n")
-    write(tmp_path / "per/benchmarks/agent.provenance.json", record("a" * 40))
-    ours, _, _ = dashboard.cells(study("per/benchmarks/agent"), tmp_path)
+    ours = measured_cell(tmp_path, "per/benchmarks/agent", header + "end_to_end,uniform,1,1,100,0.8\n")
     assert ours.endswith("80%–80% of the env+learner bound (target ≥ 80%: met)")
 
 
 def test_replay_benchmark_without_cpprb_names_no_ratio(tmp_path: pathlib.Path) -> None:
     """A replay table without the cpprb column (older, or cpprb not installed) must not print "Nonex cpprb"."""
     header = "items,variant,us_per_iteration,rank_overhead_vs_proportional\n"
-    write(tmp_path / "per/benchmarks/replay.csv", header + "10000,proportional,786.9,0.187\n10000,rank,934.4,0.187\n")
-    write(tmp_path / "per/benchmarks/replay.provenance.json", record("a" * 40))
-    ours, _, _ = dashboard.cells(study("per/benchmarks/replay"), tmp_path)
+    table = header + "10000,proportional,786.9,0.187\n10000,rank,934.4,0.187\n"
+    ours = measured_cell(tmp_path, "per/benchmarks/replay", table)
     assert ours == "µs per sample+update, proportional / rank-based: 10,000 items 786.9 / 934.4 (+19%)"
 
 
 def test_failing_propositions_count_those_that_hold(tmp_path: pathlib.Path) -> None:
     """One failing check of three: "2 of 3 checks hold", naming the failing one (the committed run has none)."""
     rows = "proposition,quantity,value,expected,holds\n1,q1,0,0,True\n2,q2,1,0,False\n3,q3,0,0,True\n"
-    write(tmp_path / "laser/full/propositions.csv", rows)
-    write(tmp_path / "laser/full/propositions.provenance.json", record("a" * 40))
-    ours, _, _ = dashboard.cells(study("laser/full/propositions"), tmp_path)
+    ours = measured_cell(tmp_path, "laser/full/propositions", rows)
     assert ours == "2 of 3 checks hold; failing: 2: q2"
 
 
