@@ -1,10 +1,13 @@
 """LASER Propositions 1-3 (Schmitt et al. 2020, §2.3, App. C), through the exact study's maths."""
 
+import sys
+
 import numpy as np
 import pytest
 
 from reproduce import _tabular
 from reproduce.laser import propositions as study_module
+from tests.test_cli import run
 
 # App. C's counterexample to Proposition 2: Q* = (2, 5), mu = (0.9, 0.1), rho_bar = 1, initial pi = (0.5, 0.5).
 Q, MU, RHO_BAR, PI_0 = np.array([2.0, 5.0]), np.array([0.9, 0.1]), 1.0, np.array([0.5, 0.5])
@@ -81,6 +84,15 @@ def test_bad_inputs_raise():
         study_module.converged_policy(np.ones(3), np.ones(3) / 3, 1.0, 0.0)
     with pytest.raises(ValueError, match="outside A"):
         study_module.eq13_ratio(np.ones(2), MU, PI_0, 1.0)
+    for phi in (0.0, 1.0):  # mu = 0 on an action pi takes: outside V-trace's assumptions.
+        with pytest.raises(ValueError, match=r"phi must be in \(0, 1\)"):
+            study_module.left_right_mdp(phi, gamma=0.9)
+
+
+def test_a_zero_action_value_is_in_the_domain():
+    """Q >= 0 is the documented domain: a bandit with a zero-valued action converges like any other."""
+    limit = study_module.converged_policy(np.array([0.0, 1.0]), np.array([0.5, 0.5]), 1.0, 0.0)
+    np.testing.assert_array_equal(limit, [0.0, 1.0])
 
 
 # Proposition 1 -----------------------------------------------------------------
@@ -138,6 +150,12 @@ def test_vtrace_policy_gradient_converges_to_the_wrong_action():
         assert np.argmax(trajectory[-1]) != np.argmax(Q)
 
 
+def test_the_trajectory_holds_the_start_and_one_policy_per_step():
+    trajectory = study_module.policy_gradient_ascent(Q, MU, PI_0, RHO_BAR, 0.0, learning_rate=1.0, steps=7)
+    assert trajectory.shape == (8, 2)
+    np.testing.assert_array_equal(trajectory[0], PI_0)
+
+
 def test_without_clipping_or_with_enough_mu_on_a_star_the_gradient_finds_pi_star():
     # The failure is V-trace's clipping: rho_bar = inf is the on-policy gradient, and with rho_bar = 1 the
     # rest point pi(a*) = mu(a*) Q*(a*) / Q*(a_0) reaches 1 once mu(a*) >= 2 / 5.
@@ -187,6 +205,13 @@ def test_state_distribution_ratio_enters_bound_and_flip_alike():
     assert bound == pytest.approx(flip, abs=1e-12)
 
 
+def test_the_sup_over_pi_may_lie_at_either_end():
+    """App. C mirrored (a* = action 0): the sup is at pi = (1, 0), the grid's other end."""
+    ratio, at = study_module.eq13_worst_case(Q[::-1], MU[::-1], RHO_BAR, points=11)
+    np.testing.assert_array_equal(at, [1.0, 0.0])
+    assert ratio == pytest.approx(0.5, abs=1e-14)  # As App. C's: (2 - 0.5) / 3.
+
+
 def test_eq_13_sup_bound_is_sufficient_and_ignoring_omega_is_not():
     rng = np.random.default_rng(5)
     failing = 0
@@ -209,3 +234,106 @@ def test_eq_13_sup_bound_is_sufficient_and_ignoring_omega_is_not():
         assert undistorted == 0.0 < flip
         assert study_module.converged_policy(q, mu, rho_bar, undistorted)[a_star] < 0.5
     assert failing >= 5
+
+
+# The study: its rows and checks -----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def study_rows():
+    return study_module.proposition_1(study_module.Study(num_mdps=2), seed=0)
+
+
+def _checks(rows: list[dict], study: study_module.Study) -> dict[str, dict]:
+    return {c["quantity"]: c for c in study_module.check_proposition_1(rows, study)}
+
+
+def test_each_mdp_has_one_clip_free_row_at_its_own_max_pi_over_mu(study_rows):
+    for mdp in (0, 1):
+        flagged = [r for r in study_rows if r["mdp"] == mdp and r["is_clip_free_rho_bar"]]
+        assert len(flagged) == 1
+        assert flagged[0]["rho_bar"] == flagged[0]["clip_free_rho_bar"]
+
+
+def test_relative_gaps_are_to_v_pi_and_to_v_mu_respectively(study_rows):
+    """Unclipped, the fixed point is V^pi, one ||V^pi - V^mu|| from V^mu."""
+    for r in study_rows:
+        if r["rho_bar"] == np.inf:
+            assert r["relative_gap_to_V_pi"] < 1e-9
+            assert r["relative_gap_to_V_mu"] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_proposition_1s_checks_hold(study_rows):
+    checks = _checks(study_rows, study_module.Study(num_mdps=2))
+    assert [q for q, c in checks.items() if not c["holds"]] == []
+
+
+def test_a_bias_at_rounding_level_does_not_count_as_pi_tilde_differing_from_pi(study_rows):
+    """The clip-free row's own gap is rounding (~1e-16): below max pi/mu the check asks for more than that."""
+    study = study_module.Study(num_mdps=2)
+    rounding = [{**r, "gap_to_V_pi": 1e-16} for r in study_rows]
+    assert not _checks(rounding, study)["min ||V_fix - V^pi|| over rho_bar < max pi/mu"]["holds"]
+
+
+def test_the_bias_at_rho_bar_1_is_the_smallest_over_mdps(study_rows):
+    """One MDP with no bias at rho_bar = 1 fails the check."""
+    changed = [dict(r) for r in study_rows]
+    next(r for r in changed if r["rho_bar"] == 1.0)["gap_to_V_pi"] = 0.0
+    check = _checks(changed, study_module.Study(num_mdps=2))["min over MDPs ||V_fix - V^pi|| at rho_bar = 1"]
+    assert check["value"] == 0.0 and not check["holds"]
+
+
+def _by_quantity(rows: list[dict]) -> dict[str, dict]:
+    return {r["quantity"].split(" (")[0]: r for r in rows}
+
+
+def test_the_closed_form_rest_point_scales_with_rho_bar():
+    """rho_bar mu(a*) Q*(a*) / Q*(a_0): invisible at App. C's rho_bar = 1."""
+    rows, _ = study_module.proposition_2(study_module.Study(num_mdps=1, rho_bar=2.0, steps=200, sweep=9))
+    row = _by_quantity(rows)["converged pi(a*), V-trace PG"]
+    assert row["value"] == pytest.approx(0.5, abs=1e-12) and row["holds"]  # min(1, 2 * 0.1 * 5 / 2).
+
+
+def test_the_alpha_sweep_keeps_only_behaviours_for_which_vtrace_alone_picks_the_wrong_action():
+    """For Q* = (2, 5) those are mu(a*) < 0.2, not every mu that misses pi*."""
+    _, extras = study_module.proposition_3(study_module.Study(num_mdps=1, steps=200, sweep=19))
+    mu_stars = extras["sweep"][:, 0]
+    assert len(mu_stars) and mu_stars.max() < 0.2
+
+
+def test_above_the_sup_bound_the_dynamics_reach_pi_star():
+    rows, _ = study_module.proposition_3(study_module.Study(num_mdps=1, steps=200, sweep=9))
+    row = _by_quantity(rows)["converged pi(a*) at alpha = sup bound + 1e-9"]
+    assert row["value"] == 1.0 and row["holds"]
+
+
+def test_a_sweep_with_no_failing_behaviour_fails_its_check_rather_than_crashing():
+    """sweep = 3 puts mu(a*) at 0.25, 0.5, 0.75, where V-trace alone keeps the argmax: nothing to test."""
+    rows, extras = study_module.proposition_3(study_module.Study(num_mdps=1, steps=50, sweep=3))
+    (row,) = [r for r in rows if r["quantity"].startswith("min (sup bound - exact flip) over 0 behaviours")]
+    assert np.isnan(row["value"]) and not row["holds"]
+    assert extras["sweep"].shape == (0, 4)
+
+
+# `main` against a results directory (argv[1]), Proposition 3's rows given one failing check.
+FAILING = """
+import pathlib, sys
+import common.results
+from common import cli
+common.results.RESULTS = pathlib.Path(sys.argv.pop(1))
+from reproduce.laser import propositions as m
+m.PROFILES["quick"] = m.Study(num_mdps=1, steps=300, sweep=9)
+real = m.proposition_3
+def proposition_3(study):
+    rows, extras = real(study)
+    return rows + [m._check("3", "a check that fails", 1.0, "< 0", False)], extras
+m.proposition_3 = proposition_3
+cli.run(m.main)
+"""
+
+
+def test_a_failing_check_of_proposition_3_exits_1(tmp_path):
+    """The exit status counts every proposition's checks."""
+    result = run(sys.executable, "-c", FAILING, str(tmp_path), "--profile=quick")
+    assert result.returncode == 1, result.stderr
+    assert "check(s) failed: " in result.stderr and "a check that fails" in result.stderr
