@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from reproduce import _tabular
+from reproduce.impala import vtrace_operator as study_module
 
 NUM_MDPS, NUM_STATES, NUM_ACTIONS, GAMMA = 3, 8, 3, 0.9
 
@@ -86,3 +87,43 @@ def test_modulus_equals_eta_and_respects_the_bound(mdps, rho_bar, c_bar):
         eta, bound = _tabular.theorem_1_eta(mdp, rho_bar, c_bar)
         assert modulus == pytest.approx(eta, abs=1e-12)
         assert modulus <= bound + 1e-12 < 1.0
+
+
+# The study (`reproduce.impala.vtrace_operator`): its rows and summary ----------
+
+STUDY = study_module.Study(num_mdps=2, num_states=4, num_actions=3)
+
+
+@pytest.fixture(scope="module")
+def study_rows():
+    rng = np.random.default_rng(0)
+    mdps = [_tabular.random_mdp(rng, STUDY.num_states, STUDY.num_actions, STUDY.gamma, STUDY.policy_temperature)
+            for _ in range(STUDY.num_mdps)]  # fmt: skip
+    return [row for i, mdp in enumerate(mdps) for row in study_module.analyse(mdp, STUDY, i)]
+
+
+def test_every_c_bar_up_to_rho_bar_is_analysed(study_rows):
+    """Theorem 1 allows c_bar = rho_bar (0.5 with 0.5, 1 with 1)."""
+    cases = {(r["rho_bar"], r["c_bar"]) for r in study_rows if r["mdp"] == 0}
+    assert cases == {(rb, cb) for rb in STUDY.rho_bars for cb in STUDY.c_bars if cb <= rb}
+    assert {(0.5, 0.5), (1.0, 1.0)} <= cases
+
+
+def test_the_modulus_is_the_operators_sup_norm_theorem_1s_eta(study_rows):
+    """Read off the rows of M (the sup norm), not its columns."""
+    for r in study_rows:
+        assert r["modulus"] == pytest.approx(r["eta"], abs=1e-12)
+
+
+def test_unclipped_the_fixed_point_is_v_pi_one_gap_from_v_mu(study_rows):
+    for r in study_rows:
+        if r["rho_bar"] == np.inf:
+            assert r["distance_to_V_pi"] < 1e-7 and r["distance_to_V_mu"] == pytest.approx(1.0, abs=1e-7)
+
+
+def test_c_bars_section_is_at_the_largest_finite_rho_bar(study_rows):
+    """At the smallest (0.5) c_bar = 1 is not even allowed."""
+    lines = study_module.summarise(study_rows, STUDY, "quick")
+    heading = "## 2. c_bar sets the speed, not the fixed point (rho_bar = 10)"
+    section = lines[lines.index(heading) :]
+    assert sum(line.startswith("| ") and line[2].isdigit() for line in section) == len(STUDY.c_bars)
