@@ -20,6 +20,18 @@ def run(*args, **kwargs):
     return subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=300, **kwargs)
 
 
+# The first lines of a script that runs a study's `main` against a repository root, the script's argv[1] (its
+# results/ and runs/), in place of this one. The script goes on to import the study and stub its training.
+AGAINST_ROOT = """
+import json, pathlib, sys
+import common.results, reproduce
+from common import cli
+root = pathlib.Path(sys.argv.pop(1))
+reproduce.RESULTS = common.results.RESULTS = root / "results"
+reproduce.REPO_ROOT = root
+"""
+
+
 def assert_one_line_usage_error(result, *fragments):
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2, result.stderr

@@ -14,7 +14,7 @@ from impala.config import PRESETS as IMPALA_PRESETS
 from laser.config import PRESETS, sweep_members
 from reproduce import _runs
 from reproduce.laser import _studies
-from tests.test_cli import REPO, assert_one_line_usage_error, run
+from tests.test_cli import AGAINST_ROOT, REPO, assert_one_line_usage_error, run
 
 
 def resolve(arm: _studies.Arm):
@@ -211,19 +211,16 @@ def test_a_summary_trained_with_other_settings_than_its_arm_now_gives_is_refused
 
 # Training against a repository root (argv[1]: its results/ and runs/) in place of this one; a job that would
 # train prints its name and ends the command instead.
-TRAINING = """
-import pathlib, sys
-import common.results, reproduce
-from common import cli
-root = pathlib.Path(sys.argv.pop(1))
-reproduce.RESULTS = common.results.RESULTS = root / "results"
-reproduce.REPO_ROOT = root
+TRAINING = (
+    AGAINST_ROOT
+    + """
 from reproduce.laser import minatar
 def run_job(arm, game, seed, scale, run_dir, fresh):
     sys.exit(print(f"trains {run_dir.name}, fresh={fresh}"))
 minatar.run_job = run_job
 cli.run(minatar.main)
 """
+)
 
 
 def test_a_retraining_stopped_before_it_replaced_the_summary_goes_on_without_fresh(tmp_path):
@@ -256,13 +253,10 @@ def test_a_retraining_stopped_before_it_replaced_the_summary_goes_on_without_fre
 
 # The study's `main` with every job's training a line (stopped, exit 130, at the job argv[2] names) and its
 # summary the committed one.
-TRAINING_EACH = """
-import json, pathlib, sys
-import common.results, reproduce
-from common import cli
-root, stop_at = pathlib.Path(sys.argv.pop(1)), sys.argv.pop(1)
-reproduce.RESULTS = common.results.RESULTS = root / "results"
-reproduce.REPO_ROOT = root
+TRAINING_EACH = (
+    AGAINST_ROOT
+    + """
+stop_at = sys.argv.pop(1)
 from reproduce.laser import minatar
 def run_job(arm, game, seed, scale, run_dir, fresh):
     print(f"trains {run_dir.name}, fresh={fresh}, anew={minatar._runs.retrains_anew(run_dir, fresh)}", flush=True)
@@ -275,6 +269,7 @@ def summarise(arm, game, seed, run_dirs, scale):
 minatar.run_job, minatar.summarise = run_job, summarise
 cli.run(minatar.main)
 """
+)
 
 
 def test_a_fresh_study_stopped_part_way_retrains_the_jobs_it_had_not_reached_without_fresh(tmp_path):
@@ -332,3 +327,188 @@ def test_a_sweeps_retraining_is_a_member_started_after_every_summarised_agent(tm
             _runs.check_settings(tmp_path, configs, tmp_path, {name: flags})
     # Named by its first started member's commit: the sweep's directory records none of its own.
     assert f"{name}: run {sweep} (commit abc1234567) started after the run of" in capsys.readouterr().out
+
+
+# The study's `main` with each job's training a printed line, and no summary or table written.
+JOBS = (
+    AGAINST_ROOT
+    + """
+from reproduce.laser import minatar
+def run_job(arm, game, seed, scale, run_dir, fresh):
+    print(f"trains {run_dir.name}", flush=True)
+    return [run_dir]
+minatar.run_job = run_job
+minatar.summarise = lambda arm, game, seed, run_dirs, scale: {"agents": []}
+minatar.write_study = lambda *args: None
+cli.run(minatar.main)
+"""
+)
+
+
+def trained(tmp_path: pathlib.Path, *flags: str) -> list[str]:
+    result = run(sys.executable, "-c", JOBS, str(tmp_path), *flags)
+    assert result.returncode == 0, result.stderr
+    return [line.removeprefix("trains ") for line in result.stdout.splitlines() if line.startswith("trains ")]
+
+
+def test_an_empty_games_list_is_refused_not_read_as_the_default(tmp_path):
+    """`--games=` trained each study's own games, where `--studies=` is refused."""
+    result = run(sys.executable, "-c", JOBS, str(tmp_path), "--profile=full", "--studies=fig2_capacity", "--games=")
+    assert_one_line_usage_error(result, "--games= names no ", "; accepted:")
+    assert "trains " not in result.stdout
+
+
+def test_the_quick_profile_trains_a_studys_first_game(tmp_path):
+    jobs = trained(tmp_path, "--profile=quick", "--studies=impala_table2")  # IMPALA Table 2 has three games.
+    assert all(job.endswith("_breakout_s0") for job in jobs)
+    assert len(jobs) == len(_studies.STUDIES["impala_table2"].arms)
+
+
+def test_the_full_profile_runs_every_study_by_default(tmp_path):
+    jobs = trained(tmp_path, "--profile=full")
+    assert {arm for arm in _studies.ARMS if any(job.startswith(f"{arm}_") for job in jobs)} == set(_studies.ARMS)
+
+
+def test_seed_and_seeds_train_seed_to_seed_plus_seeds_minus_1(tmp_path):
+    jobs = trained(tmp_path, "--profile=full", "--studies=fig2_capacity", "--seed=2", "--seeds=2")
+    arms = ("capacity20k", "capacity100k", "replay87")
+    assert sorted(jobs) == sorted(f"{arm}_breakout_s{seed}" for arm in arms for seed in (2, 3))
+
+
+def test_a_job_two_studies_share_trains_once_with_fresh(tmp_path):
+    """Fig. 2's replay87 is in both its studies; with `--fresh` keeping no summary it trained twice."""
+    jobs = trained(tmp_path, "--profile=full", "--studies=fig2_capacity,fig2_replay_fraction", "--fresh")
+    assert jobs.count("replay87_breakout_s0") == 1 and len(jobs) == len(set(jobs)) == 6
+
+
+# `summarise` and `study_rows` on agents made from argv[2] (JSON: per agent its returns, wall time and number
+# of starts) in run directories under argv[1]; prints the summary and its table row.
+SUMMARISE = """
+import json, pathlib, sys
+from reproduce.laser import _studies, minatar
+root, agents = pathlib.Path(sys.argv[1]), json.loads(sys.argv[2])
+scale = _studies.SCALES["quick"]
+dirs = []
+for i, agent in enumerate(agents):
+    d = root / f"member_{i}"
+    d.mkdir()
+    returns = agent["returns"]
+    frames = [round((k + 1) * scale.frames / len(returns)) for k in range(len(returns))]
+    lines = ["frames,episode_return"] + [f"{f},{r}" for f, r in zip(frames, returns)]
+    (d / "episodes.csv").write_text("\\n".join(lines) + "\\n")
+    (d / "config.json").write_text(json.dumps({"learning_rate": 0.001 * (i + 1), "entropy_cost": 0.01}))
+    (d / "final.json").write_text(json.dumps({"frames": scale.frames, "wall_time_s": agent["wall"]}))
+    segments = [{"frames_at_start": 1000 * k} for k in range(agent["starts"])]
+    (d / "provenance.json").write_text(json.dumps({"commit": "abc", "segments": segments}))
+    dirs.append(d)
+arm = "sweep_shared" if len(dirs) > 1 else "replay50"
+summary = minatar.summarise(arm, "breakout", 0, dirs, scale)
+study = _studies.STUDIES["fig3_shared_sweep" if len(dirs) > 1 else "fig2_replay_fraction"]
+rows = minatar.study_rows(study, {minatar.job_name(arm, "breakout", 0): summary}, ["breakout"], [0])
+print("RESULT " + json.dumps({"summary": summary, "row": rows[0]}))
+"""
+
+
+def summarise(tmp_path: pathlib.Path, agents: list[dict]) -> dict:
+    result = run(sys.executable, "-c", SUMMARISE, str(tmp_path), json.dumps(agents))
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    return json.loads(line.removeprefix("RESULT "))
+
+
+def test_a_sweeps_row_is_its_member_with_the_best_last100(tmp_path):
+    """Not the best mean return; the row's mean return, sittings and wall times from the right members."""
+    agents = [
+        {"returns": [9.0] * 150 + [1.0] * 100, "wall": 30.0, "starts": 1},  # Best mean return, poor last 100.
+        {"returns": [0.0] * 150 + [5.0] * 100, "wall": 10.0, "starts": 3},  # Best last 100.
+        {"returns": [2.0] * 250, "wall": 20.0, "starts": 2},
+    ]
+    got = summarise(tmp_path, agents)
+    summary, row = got["summary"], got["row"]
+    assert summary["best_agent"] == 1 and summary["last100"] == 5.0
+    assert summary["mean_return"] == row["mean_return"] == 2.0  # Member 1's: (150 * 0 + 100 * 5) / 250.
+    assert row["learning_rate"] == 0.002
+    assert (row["wall_time_min_s"], row["wall_time_max_s"]) == (10.0, 30.0)
+    assert row["sittings"] == 3  # The most any member was started.
+
+
+def test_last100_is_the_last_hundred_episodes(tmp_path):
+    got = summarise(tmp_path, [{"returns": [0.0] * 100 + [4.0] * 100, "wall": 1.0, "starts": 1}])
+    assert got["summary"]["last100"] == 4.0 and got["summary"]["mean_return"] == 2.0
+
+
+def test_a_two_member_sweeps_curve_is_the_best_member_in_each_bucket(tmp_path):
+    """The quick profile's two-member sweep, not its first member's curve alone."""
+    agents = [
+        {"returns": [1.0] * 50 + [0.0] * 50, "wall": 1.0, "starts": 1},
+        {"returns": [0.0] * 50 + [3.0] * 50, "wall": 1.0, "starts": 1},
+    ]
+    summary = summarise(tmp_path, agents)["summary"]
+    first, second = ([p["mean_return"] for p in a["curve"]] for a in summary["agents"])
+    assert [p["mean_return"] for p in summary["curve"]] == [max(a, b) for a, b in zip(first, second)]
+    assert first[0] > second[0] and first[-1] < second[-1]  # Each member is best somewhere.
+
+
+# `run_job` for the quick profile's sweep_shared job in argv[1]/sweep, without --fresh, the sweep's command
+# recorded rather than run and its members then finished; prints the commands and the members returned.
+RUN_JOB = """
+import json, pathlib, sys
+from reproduce.laser import _studies, minatar
+run_dir = pathlib.Path(sys.argv[1]) / "sweep"
+scale, commands = _studies.SCALES["quick"], []
+def run_to_completion(command, directory, finished, fresh=False):
+    commands.append(command[1:])
+    (directory / "configs").mkdir(parents=True, exist_ok=True)
+    for i in range(scale.sweep_agents):
+        (directory / f"member_{i}").mkdir(parents=True, exist_ok=True)
+        (directory / f"member_{i}" / "final.json").write_text("{}")
+    assert finished()
+minatar._runs.run_to_completion = run_to_completion
+members = minatar.run_job(_studies.ARMS["sweep_shared"], "breakout", 0, scale, run_dir, False)
+print("RESULT " + json.dumps({"commands": commands, "members": [m.name for m in members]}))
+"""
+
+
+def run_job(tmp_path: pathlib.Path) -> dict:
+    result = run(sys.executable, "-c", RUN_JOB, str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    return json.loads(line.removeprefix("RESULT "))
+
+
+def _member(sweep: pathlib.Path, i: int, finished: bool):
+    (sweep / f"member_{i}").mkdir(parents=True)
+    if finished:
+        (sweep / f"member_{i}" / "final.json").write_text("{}")
+
+
+def test_a_new_sweep_starts_with_its_flags_and_a_started_one_resumes(tmp_path):
+    (command,) = run_job(tmp_path)["commands"]
+    assert command[:2] == ["-m", "laser.sweep"] and "--agents=2" in command and "--actors=1" in command
+    assert "--resume" not in command and "--env=minatar:breakout" in command
+    (tmp_path / "sweep" / "member_1" / "final.json").unlink()  # Stopped before member 1 finished.
+    (command,) = run_job(tmp_path)["commands"]
+    assert command == ["-m", "laser.sweep", f"--sweep_dir={tmp_path / 'sweep'}", "--resume"]
+
+
+def test_a_sweep_is_finished_only_when_each_of_its_members_is(tmp_path):
+    sweep = tmp_path / "sweep"
+    (sweep / "configs").mkdir(parents=True)
+    _member(sweep, 0, finished=True)  # Member 1 not started yet.
+    result = run_job(tmp_path)
+    assert [c[-1] for c in result["commands"]] == ["--resume"]
+    assert result["members"] == ["member_0", "member_1"]
+    assert run_job(tmp_path)["commands"] == []  # Both members finished now: the sweep is kept.
+
+
+def test_a_sweep_fresh_asked_earlier_is_set_aside_without_fresh(tmp_path):
+    """A stopped `--fresh` study's later jobs, asked by `ask_fresh`, kept their old finished sweeps."""
+    sweep = tmp_path / "sweep"
+    (sweep / "configs").mkdir(parents=True)
+    _member(sweep, 0, finished=True)
+    _member(sweep, 1, finished=True)
+    _runs.ask_fresh([sweep])
+    commands = run_job(tmp_path)["commands"]
+    assert len(commands) == 1, "the old finished sweep was kept"
+    assert "--resume" not in commands[0] and "--agents=2" in commands[0]
+    assert len(list(tmp_path.glob("sweep.old-*"))) == 1

@@ -1,0 +1,115 @@
+"""IMPALA's study drivers (`reproduce.impala.atari`, `reproduce.impala.minatar`): their tables from their runs.
+
+Each `main` runs in a subprocess against a repository root in a temporary directory, its training and
+evaluation stubbed: nothing trains.
+"""
+
+import csv
+import shutil
+import sys
+
+import pytest
+
+from common import scores
+from tests.test_cli import AGAINST_ROOT, REPO, run
+
+# Training writes a finished run's files; evaluation prints its seed.
+ATARI = (
+    AGAINST_ROOT
+    + """
+from reproduce.impala import atari
+def train(module, run_dir, flags, fresh=False):
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lines = ["frames,episode_return"] + [f"{1000 * (k + 1)},{k % 3}" for k in range(150)]
+    (run_dir / "episodes.csv").write_text("\\n".join(lines) + "\\n")
+    (run_dir / "config.json").write_text(json.dumps({"flags": flags}))
+    return {"frames": 150_000, "wall_time_s": 1.0}
+def evaluate(module, run_dir, episodes, seed):
+    print(f"evaluates {run_dir.name} with seed {seed}", flush=True)
+    return {"episodes": episodes, "mean_return": 3.0, "human_normalized": 0.1}
+atari._runs.train, atari._runs.evaluate = train, evaluate
+cli.run(atari.main)
+"""
+)
+
+# Training writes a finished run whose 150 episodes return argv[2] each after 50 of return 0, and its
+# provenance with uncommitted edits.
+MINATAR = (
+    AGAINST_ROOT
+    + """
+score = float(sys.argv.pop(1))
+from reproduce.impala import minatar
+def train(module, run_dir, flags, fresh=False):
+    run_dir.mkdir(parents=True, exist_ok=True)
+    returns = [0.0] * 50 + [score] * 100
+    lines = ["frames,episode_return"] + [f"{500 * (k + 1)},{r}" for k, r in enumerate(returns)]
+    (run_dir / "episodes.csv").write_text("\\n".join(lines) + "\\n")
+    (run_dir / "config.json").write_text(json.dumps({"flags": flags}))
+    (run_dir / "provenance.json").write_text(json.dumps({"commit": "0123456789abcdef", "dirty": True}))
+    return {"frames": 100_000, "wall_time_s": 1.0}
+minatar._runs.train = train
+cli.run(minatar.main)
+"""
+)
+
+
+def _root_with(tmp_path_factory, published: str):
+    root = tmp_path_factory.mktemp("root")
+    (root / "results" / "published").mkdir(parents=True)
+    shutil.copy(REPO / "results" / "published" / published, root / "results" / "published")
+    return root
+
+
+def _rows(path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def atari_study(tmp_path_factory):
+    root = _root_with(tmp_path_factory, "impala_table_c1.csv")
+    result = run(sys.executable, "-c", ATARI, str(root), "--profile=quick", "--games=pong", "--seed=4")
+    assert result.returncode == 0, result.stderr
+    return result.stdout, _rows(root / "results" / "impala" / "quick" / "atari.csv")
+
+
+def test_atari_evaluation_seed_differs_from_the_training_seed(atari_study):
+    """Reusing it would repeat training's no-op starts."""
+    stdout, _ = atari_study
+    assert "evaluates pong with seed 5" in stdout
+
+
+def test_atari_paper_column_is_table_c1s_shallow_experts_normalised_with_no_op_starts(atari_study):
+    """Beside our shallow no-op run: not the deep experts' column, nor human starts' reference scores."""
+    _, (row,) = atari_study
+    assert float(row["impala_shallow_200M"]) == 20.40  # Table C.1, Pong, shallow (deep: 20.98).
+    expected = scores.normalized("pong", 20.40, "atari_noop")
+    assert float(row["impala_shallow_200M_normalized"]) == pytest.approx(expected, abs=1e-4)
+
+
+@pytest.fixture(scope="module")
+def minatar_study(tmp_path_factory):
+    root, score = _root_with(tmp_path_factory, "minatar_young2019_5M.csv"), 17.3  # Breakout: AC(λ) 17.3, DQN 10.3.
+    result = run(sys.executable, "-c", MINATAR, str(root), str(score), "--profile=quick", "--games=breakout")
+    assert result.returncode == 0, result.stderr
+    out = root / "results" / "impala" / "quick"
+    (row,) = _rows(out / "minatar.csv")
+    return row, (out / "minatar.md").read_text()
+
+
+def test_minatar_row_is_the_last_100_episodes_beside_young_and_tians_numbers(minatar_study):
+    """Not ours over every episode, nor the DQN column filled with AC(λ)'s number."""
+    row, _ = minatar_study
+    assert float(row["impala_last100"]) == 17.3
+    assert (float(row["ac_lambda_0.8"]), float(row["dqn"])) == (17.3, 10.3)
+
+
+def test_minatar_score_equal_to_ac_lambda_counts_as_at_or_above_it(minatar_study):
+    row, text = minatar_study
+    assert row["at_or_above_ac"] == "True"
+    assert "At or above AC(λ=0.8) on 1 of 1 games." in text
+
+
+def test_minatar_code_list_says_when_a_run_trained_with_uncommitted_edits(minatar_study):
+    _, text = minatar_study
+    assert "- breakout: commit 01234567 (uncommitted edits)" in text
