@@ -23,7 +23,7 @@ from processes import alive, checkpoint_steps, episodes_logged, ignore_sigint, k
 
 from common.errors import UsageError
 from reproduce import REPO_ROOT
-from reproduce.suite import _plan, _stats
+from reproduce.suite import _job, _plan, _stats
 
 TOY = ["--agent=impala", "--preset=toy", "--suite=toy:catch,minatar:breakout", "--frames=3000"]
 TIMEOUT_S = 850
@@ -139,6 +139,9 @@ def test_aggregates_match_their_definitions():
         ([*TOY[:2], "--suite=toy:catch,toy:nope", TOY[3]], "unknown toy name 'nope'"),
         ([*TOY, "--shard=2/2"], "--shard"),
         ([*TOY, "--seeds=0"], "--seeds"),
+        ([*TOY[:3], "--frames=0"], "--frames=0: must be >= 1"),
+        ([*TOY, "--jobs=0"], "--seeds and --jobs must be >= 1"),
+        ([*TOY, "--cpus_per_job=2"], "--ray_address and --cpus_per_job are for --engine=ray"),
         (["--agent=impala", "--preset=toy_laser", *TOY[2:]], "unknown impala preset 'toy_laser'"),
     ],
 )
@@ -259,72 +262,134 @@ DRIVER = textwrap.dedent(
     """
     import json, os, pathlib, signal, sys
     from absl import flags
+    from common.errors import UsageError
     from reproduce.suite import __main__ as driver
 
-    failing, stop = set(json.loads(sys.argv[1])), sys.argv[2] == "stop"
-    started = []
+    statuses, slots, stop = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "stop"
+    started, running, most, interrupted, fresh = [], set(), [0], [], []
 
     class Fake:
         def slots(self):
-            return 2
+            return slots
         def start(self, command, log):  # [python, -m, reproduce.suite._job, agent, RUN_DIR, episodes, *train_flags]
             run_dir = pathlib.Path(command[4])
+            attempt = sum(s["job"] == run_dir.name for s in started) + 1
             started.append({"job": run_dir.name, "flags": command[6:]})
-            if run_dir.name not in failing:
-                run_dir.mkdir(parents=True, exist_ok=True)
-                final = {"frames": 3000, "learner_steps": 5, "wall_time_s": 1.0}
-                (run_dir / "final.json").write_text(json.dumps(final))
-                (run_dir / "eval_step5.json").write_text(json.dumps({"mean_return": 1.0, "episodes": 1}))
-            return run_dir.name
-        def status(self, handle):
-            if stop:
+            handle = [f"{run_dir.name}#{attempt}", run_dir, 0]
+            running.add(handle[0])
+            most[0] = max(most[0], len(running))
+            return handle
+        def status(self, handle):  # Running at the first poll, then ended with the job's status for its attempt.
+            if stop and len(running) == slots:
                 os.kill(os.getpid(), signal.SIGTERM)
-            return 1 if handle in failing else 0
+            name, attempt = handle[0].split("#")
+            handle[2] += 1
+            if handle[2] < 2:
+                return None
+            status = statuses.get(name, [0, 0])[int(attempt) - 1]
+            if status == 0:
+                handle[1].mkdir(parents=True, exist_ok=True)
+                final = {"frames": 3000, "learner_steps": 5, "wall_time_s": 1.0}
+                (handle[1] / "final.json").write_text(json.dumps(final))
+                (handle[1] / "eval_step5.json").write_text(json.dumps({"mean_return": 1.0, "episodes": 1}))
+            running.discard(handle[0])
+            return status
         def interrupt(self, handles):
-            pass
+            interrupted.extend(h[0] for h in handles)
+
+    def remaining_s(durations, remaining, parallel):
+        fresh.append([f for _, f in durations])
+        return None
 
     driver.POLL_S = 0.0
     driver._engine = lambda suite: Fake()
-    argv = ["reproduce.suite", *sys.argv[3:]]
-    argv = flags.FLAGS(argv)
+    driver._plan.remaining_s = remaining_s
+    argv = flags.FLAGS(["reproduce.suite", *sys.argv[4:]])
     try:
         driver.main(argv)
         code = 0
     except SystemExit as exit:
         code = exit.code
-    print("RESULT " + json.dumps({"code": code, "started": started}))
+    except UsageError as error:  # As `cli.run` reports it.
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    print("RESULT " + json.dumps({"code": code, "started": started, "most": most[0], "interrupted": interrupted,
+                                  "fresh": fresh}))
     """
 )
 FAKE_ENGINE_FLAGS = ["--agent=impala", "--preset=toy", "--frames=3e3"]
 
 
-def drive(suite_dir: pathlib.Path, *args: str, failing=(), stop=False) -> tuple[dict, str]:
-    command = [sys.executable, "-c", DRIVER, json.dumps(list(failing)), "stop" if stop else "go"]
+def _driver(suite_dir: pathlib.Path, *args: str, statuses=None, slots=2, stop=False) -> subprocess.CompletedProcess:
+    """`reproduce.suite`'s main with an engine of `slots` whose jobs end with `statuses` ({job: [attempt 1's,
+    attempt 2's]}, default 0) after one poll reporting them running; `stop` sends SIGTERM once every slot is busy.
+    """
+    command = [sys.executable, "-c", DRIVER, json.dumps(statuses or {}), str(slots), "stop" if stop else "go"]
     command += [*FAKE_ENGINE_FLAGS, f"--suite_dir={suite_dir}", *args]
-    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
-    (line,) = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
-    return json.loads(line.removeprefix("RESULT ")), result.stdout + result.stderr
+    return subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+
+
+def drive(suite_dir: pathlib.Path, *args: str, **engine) -> tuple[dict, str]:
+    """The driver's exit code, the jobs it started (with their flags), the most running at once, the handles it
+    interrupted and the fresh flags of the durations it gave the ETA; and its output."""
+    result = _driver(suite_dir, *args, **engine)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    assert len(lines) == 1, result.stdout + result.stderr
+    return json.loads(lines[0].removeprefix("RESULT ")), result.stdout + result.stderr
+
+
+def _jobs(result: dict) -> list[str]:
+    return [s["job"] for s in result["started"]]
 
 
 def test_each_job_trains_its_own_seed_at_the_suites_budget_and_a_job_failing_twice_exits_1(tmp_path):
     suite = tmp_path / "suite"
-    result, out = drive(suite, "--suite=toy:catch,minatar:breakout", "--seeds=2", failing=["catch_s1"])
+    result, out = drive(suite, "--suite=toy:catch,minatar:breakout", "--seeds=2", statuses={"catch_s1": [1, 1]})
     assert result["code"] == 1, out
     assert "1 job(s) failed twice: catch_s1" in out
-    started = sorted(s["job"] for s in result["started"])
-    assert started == ["breakout_s0", "breakout_s1", "catch_s0", "catch_s1", "catch_s1"]  # catch_s1 retried once.
+    assert sorted(_jobs(result)) == ["breakout_s0", "breakout_s1", "catch_s0", "catch_s1", "catch_s1"]  # Retried.
     for s in result["started"]:
         assert f"--seed={s['job'][-1]}" in s["flags"] and "--frames=3000" in s["flags"], s
+
+
+def test_a_job_killed_by_a_signal_is_a_failure_not_done(tmp_path):
+    """Catches `status <= 0` taken for success: a job the OOM killer ends (status -9) must be retried, then fail."""
+    result, out = drive(tmp_path, "--suite=toy:catch", statuses={"catch_s0": [-9, -9]})
+    assert result["code"] == 1 and _jobs(result) == ["catch_s0", "catch_s0"], out
+    assert "failed with exit status -9 (attempt 1)" in out and "1 job(s) failed twice: catch_s0" in out
+
+
+def test_the_progress_line_counts_failed_jobs_apart_from_done_ones(tmp_path):
+    """Catches a job that failed twice counted among those done."""
+    result, out = drive(tmp_path, "--suite=toy:catch,minatar:breakout", statuses={"catch_s0": [1, 1]})
+    assert result["code"] == 1, out
+    progress = [line for line in out.splitlines() if line.startswith("jobs ")]
+    assert progress[-1].startswith("jobs 1/2 done | 0 running | 1 failed |"), out
+
+
+def test_no_more_jobs_run_at_once_than_the_engine_has_slots(tmp_path):
+    """Catches `len(running) <= slots`, which starts one job more than the engine holds."""
+    result, out = drive(tmp_path, "--suite=toy:catch,minatar:breakout", "--seeds=2", slots=1)
+    assert result["code"] == 0 and len(result["started"]) == 4, out
+    assert result["most"] == 1
 
 
 def test_a_done_job_is_kept_and_a_started_one_resumed(tmp_path):
     suite = tmp_path / "suite"
     result, out = drive(suite, "--suite=toy:catch,minatar:breakout")
-    assert result["code"] == 0 and sorted(s["job"] for s in result["started"]) == ["breakout_s0", "catch_s0"], out
+    assert result["code"] == 0 and sorted(_jobs(result)) == ["breakout_s0", "catch_s0"], out
     (suite / "breakout_s0" / "eval_step5.json").unlink()  # Trained but not evaluated: partial, not done.
     result, out = drive(suite, "--suite=toy:catch,minatar:breakout")
-    assert result["code"] == 0 and [s["job"] for s in result["started"]] == ["breakout_s0"], out
+    assert result["code"] == 0 and _jobs(result) == ["breakout_s0"], out
     assert "catch_s0: done earlier, kept" in out
+
+
+def test_the_eta_knows_which_jobs_started_from_nothing(tmp_path):
+    """Catches every job counted as fresh: a resumed job's short time would shorten the ETA."""
+    (tmp_path / "breakout_s0").mkdir()  # Started earlier: partial.
+    result, out = drive(tmp_path, "--suite=toy:catch,minatar:breakout", slots=1)
+    assert result["code"] == 0, out
+    assert result["fresh"][-1] == [True, False]  # catch_s0 (from nothing), then breakout_s0 (resumed).
 
 
 def test_a_smaller_command_keeps_the_suites_earlier_games_and_seeds(tmp_path):
@@ -337,7 +402,77 @@ def test_a_smaller_command_keeps_the_suites_earlier_games_and_seeds(tmp_path):
     assert saved.games == ("toy:catch", "minatar:breakout") and saved.seeds == (0, 1)
 
 
-def test_a_stopped_suite_exits_128_plus_the_signal(tmp_path):
-    result, out = drive(tmp_path / "suite", "--suite=toy:catch", stop=True)
+def test_a_stopped_suite_interrupts_every_running_job_and_exits_128_plus_the_signal(tmp_path):
+    """Catches the stop leaving the running jobs uninterrupted (their runs would save no checkpoint)."""
+    result, out = drive(tmp_path / "suite", "--suite=toy:catch,minatar:breakout", stop=True)
     assert result["code"] == 128 + 15, out
+    assert sorted(result["interrupted"]) == ["breakout_s0#1", "catch_s0#1"]
     assert "interrupted: run the same command to resume" in out
+
+
+def test_a_dry_run_starts_nothing(tmp_path):
+    """Catches `--dry_run` listing the jobs and then running them."""
+    result, out = drive(tmp_path / "suite", "--suite=toy:catch,minatar:breakout", "--dry_run")
+    assert result["code"] == 0 and result["started"] == [], out
+    assert "2 job(s): 0 done, 2 to run" in out and not (tmp_path / "suite" / "suite.json").exists()
+
+
+def test_a_ray_job_declares_a_cpu_for_its_learner_and_one_per_actor():
+    """Catches the learner's CPU left out of what a Ray task declares (nodes then take one job too many)."""
+    script = textwrap.dedent(
+        """
+        from absl import flags
+        from impala.config import PRESETS
+        from reproduce.suite import __main__ as driver
+
+        flags.FLAGS(["reproduce.suite", "--agent=impala", "--preset=toy", "--suite=toy:catch", "--frames=3e3",
+                     "--engine=ray", "--ray_address=head:6379"])
+        driver._engines.Ray = lambda address, cpus: print(f"RESULT {cpus} {PRESETS['toy'].num_actors}")
+        driver._engine(driver._plan.Suite("impala", "toy", "toy:catch", ("toy:catch",), (0,), 3000, 0))
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    cpus, actors = map(int, line.split()[1:])
+    assert cpus == 1 + actors
+
+
+@pytest.fixture
+def job(monkeypatch, tmp_path):
+    """`_job.main` for catch_s0 asking `episodes`, its training, evaluation and evaluation's result stubbed;
+    returns the calls made: training's (module, flags), evaluation's (command, finished at the start)."""
+    calls, evaluation = {"train": [], "evaluate": []}, {"value": None}
+    monkeypatch.setattr(_job._runs, "train", lambda module, run_dir, flags: calls["train"].append((module, flags)))
+    monkeypatch.setattr(_job._plan, "evaluation", lambda run_dir: evaluation["value"])
+
+    def run_to_completion(command, run_dir, finished):
+        calls["evaluate"].append((command, finished()))
+
+    monkeypatch.setattr(_job._runs, "run_to_completion", run_to_completion)
+
+    def main(episodes: int, evaluated: dict | None = None) -> dict:
+        evaluation["value"] = evaluated
+        _job.main(["_job", "impala", str(tmp_path / "catch_s0"), str(episodes), "--preset=toy", "--seed=1"])
+        return calls
+
+    return main
+
+
+def test_a_job_trains_with_its_flags_then_evaluates_by_the_papers_protocol(job):
+    """EPISODES 0 is the protocol's default (no --episodes flag); it is not a training flag, and the evaluation
+    is not finished before its result exists."""
+    calls = job(0)
+    assert calls["train"] == [("impala.train", ["--preset=toy", "--seed=1"])]
+    ((command, finished),) = calls["evaluate"]
+    assert command[1:] == ["-m", "impala.evaluate", command[-1]] and command[-1].endswith("catch_s0")
+    assert finished is False
+
+
+def test_a_job_evaluates_the_episodes_asked(job):
+    ((command, _),) = job(5)["evaluate"]
+    assert command[-1] == "--episodes=5"
+
+
+def test_an_evaluated_job_is_kept(job, capsys):
+    assert job(0, evaluated={"mean_return": 1.0})["evaluate"] == []
+    assert "catch_s0: evaluated earlier, kept" in capsys.readouterr().out
