@@ -7,7 +7,7 @@ human-starts score is below random (PER Table 7).
 
 Protocols, each a table of random and human scores in `common/data/`:
 
-* `atari_noop`: up to 30 no-op starts (IMPALA, LASER), as in dqn_zoo's
+* `atari_noop`: up to 30 no-op starts (IMPALA; LASER App. D used up to 37), as in dqn_zoo's
   `atari_data.py`;
 * `atari_human_starts`: PER Table 7 (van Hasselt et al. 2016);
 * `dmlab30`: IMPALA App. B (scalable_agent `dmlab30.py`). Aggregates over

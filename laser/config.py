@@ -25,7 +25,8 @@ LSTM agents replay stale states unless `recompute_replay_state` is set: then
 actors store whole episodes and a replayer recomputes the states from each
 episode's start with the newest parameters (App. A.2, App. B; `laser.replayer`).
 The paper does so for its LSTM agents (DMLab's PreCo LSTM); none of the presets
-here has an LSTM (§5.1's Atari network is feed-forward), so all leave it off; an
+here has an LSTM (our reading of §5.1's Atari network, which the paper does not
+spell out, is feed-forward), so all leave it off; an
 LSTM preset (e.g. `--config_override use_lstm=true`) should turn it on.
 """
 
@@ -248,7 +249,7 @@ PRESETS = {
         IMPALA_PRESETS["minatar"],  # Our MinAtar IMPALA setting (reduced scale).
         batch_size=16,  # 2 online + 14 replayed at 87.5%.
         replay_fraction=0.875,  # §5.3: 87.5% worked best (Fig. 2).
-        replay_capacity=500_000,  # Reduced scale: 10% of a 5M-frame run (the paper's 10M is DMLab's, §5.3).
+        replay_capacity=500_000,  # Reduced scale (the paper's 10M is DMLab's, §5.3): half a 1M-frame study run.
         queue_size=64,
         trust_region=True,
     ),
