@@ -16,7 +16,7 @@ from impala import evaluation
 from laser.config import LaserConfig
 
 main = evaluation.command(
-    "laser.evaluate", LaserConfig, "IMPALA App. G: 200 (LASER's App. D scores training episodes instead)"
+    "laser.evaluate", LaserConfig, "IMPALA App. G: 200; LASER's App. D scores training episodes instead"
 )
 
 if __name__ == "__main__":
