@@ -228,6 +228,9 @@ PRESETS = {
         discount=0.995,  # §5.1, following Xu et al. 2018.
         max_grad_norm=0.0,  # §5.1: no gradient clipping by norm.
         unroll_length=19,  # §5.1: trajectories of 19 steps.
+        # App. D: "a random number of no-op actions (up to 37 in our case)" at reset, in the training
+        # episodes its scores average; life loss ends a training episode as in IMPALA App. G.
+        env_options=(("terminal_on_life_loss", True), ("noop_max", 37)),
         # §5.1: "mini-batches of 32 (regular) and 128 (replay)" and "96% replay per
         # batch": 32 + 128 would be 80% replay. We read 32 as the no-replay
         # baseline's batch and 128 as the replay agents' whole batch, of which 96%

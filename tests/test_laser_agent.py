@@ -365,6 +365,7 @@ def test_the_atari_preset_holds_section_5_1s_values():
         "trust_region": True,
     }  # fmt: skip
     assert {name: getattr(preset, name) for name in section_5_1} == section_5_1
+    assert dict(preset.env_options)["noop_max"] == 37  # App. D: up to 37 no-ops at reset.
 
 
 def test_presets_batches():
