@@ -26,7 +26,8 @@ actors store whole episodes and a replayer recomputes the states from each
 episode's start with the newest parameters (App. A.2, App. B; `laser.replayer`).
 The paper does so for its LSTM agents (DMLab's PreCo LSTM); none of the presets
 here has an LSTM (we read §5.1's Atari network as feed-forward; the paper does
-not say), so all leave it off; an LSTM preset (e.g. `--config_override use_lstm=true`) should turn it on.
+not say), so all leave it off; an LSTM preset (e.g. `--config_override
+use_lstm=true`) should turn it on.
 """
 
 from __future__ import annotations
