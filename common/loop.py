@@ -90,6 +90,12 @@ def settings(config: Any) -> Settings:
     return Settings(config.total_frames, config.checkpoint_every_s, config.log_every_s, tasks)
 
 
+def _entry_point() -> str:
+    """`python -m <module> ` of the command running, if started with -m (else empty: the flags alone)."""
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    return f"python -m {spec.name} " if spec is not None else ""
+
+
 def run(
     learner: Learner, directory: pathlib.Path, config: Settings, record: run_dir.RunRecord, actors: Actors | None = None
 ) -> int:
@@ -148,7 +154,7 @@ def run(
                 _log(progress, learner, metrics, episodes, writer)  # Log and TensorBoard end where the run did.
             save()
             if received:
-                resume = f"continue with --run_dir {directory} --resume"
+                resume = f"continue with {_entry_point()}--run_dir {directory} --resume"
                 print(f"interrupted: saved checkpoint at step {learner.steps}; {resume}", flush=True)
                 status = 128 + received[0]
             else:

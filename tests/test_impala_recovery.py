@@ -52,7 +52,8 @@ def test_ctrl_c_saves_a_final_checkpoint_and_exits_130(tmp_path):
     output, _ = process.communicate(timeout=120)
     assert process.returncode == 130, output  # 128 + SIGINT: interrupted, not finished.
     saved = max(checkpoint_steps(run_dir))
-    assert f"interrupted: saved checkpoint at step {saved}; continue with --run_dir {run_dir} --resume" in output
+    resume = f"continue with python -m impala.train --run_dir {run_dir} --resume"
+    assert f"interrupted: saved checkpoint at step {saved}; {resume}" in output
     assert saved > 0
     for pid in map(int, (run_dir / "actor_pids").read_text().split()):
         with pytest.raises(ProcessLookupError):  # The actors were stopped too.
