@@ -226,6 +226,7 @@ def resume(saved: C, request: Request, presets: Mapping[str, C], what: str) -> C
         cause = f"--preset={request.preset}'s {name}" if from_preset else name
         raise UsageError(
             f"--resume keeps the run's saved config: {cause} would change from {getattr(saved, name)!r} to "
-            f"{fields[name]!r}; a resumed run may change only {', '.join(OPERATIONAL_FIELDS)}"
+            f"{fields[name]!r}; a resumed run may change only "
+            f"{', '.join(n for n in OPERATIONAL_FIELDS if hasattr(saved, n))}"
         )
     return override(saved, {name: fields[name] for name in changed}, what)
