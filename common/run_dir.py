@@ -101,7 +101,10 @@ def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
     if resume and not (path / "config.json").exists():
         raise UsageError(f"--resume: {path} holds no run (no config.json)")
     if exists and not (resume or overwrite):
-        raise UsageError(f"run directory {path} already exists; pass --resume to continue it or --overwrite")
+        raise UsageError(
+            f"run directory {path} already exists; pass --resume to continue it, --run_dir for a new run beside it "
+            "(a default name does not tell config overrides apart), or --overwrite"
+        )
     if exists and overwrite and not (path / "config.json").exists():
         # A mistyped path must not delete a directory of the user's own.
         raise UsageError(f"--overwrite deletes only a run directory: {path} holds no run (no config.json)")

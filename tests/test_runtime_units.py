@@ -297,7 +297,7 @@ def test_a_failed_start_removes_what_it_created(tmp_path):
     with run_dir.starting(path, PRESETS["toy"], resume=False, overwrite=False):
         pass
     assert json.loads((path / "config.json").read_text())["env"] == "toy:catch"
-    with pytest.raises(UsageError, match="already exists; pass --resume"):
+    with pytest.raises(UsageError, match="already exists; pass --resume to continue it, --run_dir for a new run"):
         run_dir.check(path, resume=False, overwrite=False)
     mine = tmp_path / "mine"  # An empty directory of the user's: kept, and left empty.
     mine.mkdir()
