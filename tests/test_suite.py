@@ -262,7 +262,6 @@ DRIVER = textwrap.dedent(
     """
     import json, os, pathlib, signal, sys
     from absl import flags
-    from common.errors import UsageError
     from reproduce.suite import __main__ as driver
 
     statuses, slots, stop = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "stop"
@@ -310,9 +309,6 @@ DRIVER = textwrap.dedent(
         code = 0
     except SystemExit as exit:
         code = exit.code
-    except UsageError as error:  # As `cli.run` reports it.
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
     print("RESULT " + json.dumps({"code": code, "started": started, "most": most[0], "interrupted": interrupted,
                                   "fresh": fresh}))
     """
@@ -320,19 +316,16 @@ DRIVER = textwrap.dedent(
 FAKE_ENGINE_FLAGS = ["--agent=impala", "--preset=toy", "--frames=3e3"]
 
 
-def _driver(suite_dir: pathlib.Path, *args: str, statuses=None, slots=2, stop=False) -> subprocess.CompletedProcess:
+def drive(suite_dir: pathlib.Path, *args: str, statuses=None, slots=2, stop=False) -> tuple[dict, str]:
     """`reproduce.suite`'s main with an engine of `slots` whose jobs end with `statuses` ({job: [attempt 1's,
     attempt 2's]}, default 0) after one poll reporting them running; `stop` sends SIGTERM once every slot is busy.
+
+    Returns the driver's exit code, the jobs it started (with their flags), the most running at once, the handles
+    it interrupted and the fresh flags of the durations it gave the ETA; and its output.
     """
     command = [sys.executable, "-c", DRIVER, json.dumps(statuses or {}), str(slots), "stop" if stop else "go"]
     command += [*FAKE_ENGINE_FLAGS, f"--suite_dir={suite_dir}", *args]
-    return subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
-
-
-def drive(suite_dir: pathlib.Path, *args: str, **engine) -> tuple[dict, str]:
-    """The driver's exit code, the jobs it started (with their flags), the most running at once, the handles it
-    interrupted and the fresh flags of the durations it gave the ETA; and its output."""
-    result = _driver(suite_dir, *args, **engine)
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     assert len(lines) == 1, result.stdout + result.stderr
     return json.loads(lines[0].removeprefix("RESULT ")), result.stdout + result.stderr
