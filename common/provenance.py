@@ -130,13 +130,15 @@ def write(directory: pathlib.Path, name: str = "provenance.json", **kwargs) -> p
     return path
 
 
-# A record's fields that say when, where and how fast it was written, not what it describes.
-_CIRCUMSTANCES = ("commit", "dirty", "command", "date_utc", "machine", "assembled_in_s")
+# A record's fields that say when, where and how fast it was written, not what it describes. A derived record's
+# wall time is its inputs' (runs' summaries, whose hashes it holds) or the time an exact computation took.
+_CIRCUMSTANCES = ("commit", "dirty", "command", "date_utc", "machine", "assembled_in_s", "wall_time_s")
 
 
-def write_derived(directory: pathlib.Path, stem: str, **kwargs) -> pathlib.Path:
-    """`stem`.provenance.json for outputs `stem`.* derived from committed inputs (a study's tables from its runs'
-    summaries), with each output's SHA-256; returns its path.
+def write_derived(directory: pathlib.Path, stem: str, also: tuple[str, ...] = (), **kwargs) -> pathlib.Path:
+    """`stem`.provenance.json for outputs `stem`.* and the files named in `also` (a study's figures named
+    otherwise), derived from committed inputs (a study's tables from its runs' summaries, an exact computation
+    from its config), with each output's SHA-256; returns its path.
 
     Rewritten only when it would describe something else (an input, the bytes
     of an output) or the old record came from a dirty tree, so that rebuilding
@@ -144,7 +146,8 @@ def write_derived(directory: pathlib.Path, stem: str, **kwargs) -> pathlib.Path:
     code made those bytes.
     """
     path = directory / f"{stem}.provenance.json"
-    outputs = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.glob(f"{stem}.*"))}
+    files = sorted({*directory.glob(f"{stem}.*"), *(directory / name for name in also)})
+    outputs = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
     outputs.pop(path.name, None)
     extra = {**(kwargs.pop("extra", None) or {}), "outputs": outputs}
     new = json.loads(json.dumps(record(extra=extra, **kwargs), default=str))

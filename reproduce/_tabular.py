@@ -113,9 +113,13 @@ def vtrace_fixed_point(mdp: Mdp, rho_bar: float) -> np.ndarray:
     return np.linalg.solve(np.eye(len(b)) - M, b)
 
 
-def write_provenance(out: pathlib.Path, stem: str, study: Any, seed: int, profile: str, start: float) -> None:
-    """Writes out/<stem>.provenance.json for an exact study: a dataclass config, one seed, no frames."""
-    provenance.write(
-        out, f"{stem}.provenance.json", config=dataclasses.asdict(study), seeds=[seed],
+def write_provenance(
+    out: pathlib.Path, stem: str, study: Any, seed: int, profile: str, start: float, also: tuple[str, ...] = ()
+) -> None:
+    """out/<stem>.provenance.json for an exact study (a dataclass config, one seed, no frames) whose outputs are
+    out/<stem>.* and the files named in `also`; kept when a rerun reproduces them byte for byte, so regenerating
+    from a clean checkout leaves git clean (`provenance.write_derived`)."""
+    provenance.write_derived(
+        out, stem, also, config=dataclasses.asdict(study), seeds=[seed],
         frames=None, wall_time_s=time.time() - start, scale=f"{profile} profile (exact computation)",
     )  # fmt: skip

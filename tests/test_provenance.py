@@ -11,6 +11,7 @@ import types
 import pytest
 
 from common import provenance
+from tests.test_cli import run
 
 
 def _git(repo: pathlib.Path, *args: str) -> str:
@@ -93,6 +94,7 @@ def test_a_derived_record_is_rewritten_only_when_what_it_describes_changes(tmp_p
         return path.read_text()
 
     assert rebuilt() == first
+    assert rebuilt(wall_time_s=7.5) == first  # How long the inputs or a computation took is a circumstance.
     assert json.loads(rebuilt(frames=20))["commit"] == "b" * 40  # Another input.
     state.update(commit="a" * 40)
     provenance.write_derived(tmp_path, "study", scale="reduced", **inputs)
@@ -173,3 +175,43 @@ def test_a_modified_file_in_any_source_package_is_dirty(tmp_path):
         assert provenance._git_state(tmp_path)["dirty"] is True, path
         git("checkout", "--", path)
     assert provenance._git_state(tmp_path)["dirty"] is False
+
+
+EXACT_STUDY = """
+import pathlib, sys
+import common.results
+from common import cli, provenance
+common.results.RESULTS = pathlib.Path(sys.argv.pop(1))
+provenance._AT_START = {"commit": sys.argv.pop(1), "dirty": False}
+module = sys.argv.pop(1)
+if module == "propositions":
+    from reproduce.laser import propositions as m
+    m.PROFILES["quick"] = m.Study(num_mdps=1, steps=300, sweep=9)
+else:
+    from reproduce.impala import vtrace_operator as m
+    m.PROFILES["quick"] = m.Study(num_mdps=2, num_states=4, num_actions=2)
+cli.run(m.main)
+"""
+
+
+@pytest.mark.parametrize(
+    "module, paper, figures",
+    [
+        ("propositions", "laser", ["propositions_prop1.png", "propositions_prop2.png", "propositions_prop3.png"]),
+        ("vtrace_operator", "impala", ["vtrace_operator.png"]),
+    ],
+)
+def test_an_exact_study_regenerated_unchanged_keeps_its_record(tmp_path, module, paper, figures):
+    """`reproduce.laser.propositions --profile full` from a clean checkout rewrote its record (a new commit, date
+    and wall time) with every output byte for byte the same: git was dirty after regenerating. The record
+    hashes every output, the figures too."""
+
+    def regenerated(commit: str) -> str:
+        result = run(sys.executable, "-c", EXACT_STUDY, str(tmp_path), commit, module, "--profile=quick")
+        assert result.returncode == 0, result.stderr
+        return (tmp_path / paper / "quick" / f"{module}.provenance.json").read_text()
+
+    first = regenerated("a" * 40)
+    outputs = json.loads(first)["outputs"]
+    assert sorted(outputs) == sorted([f"{module}.csv", f"{module}.md", *figures])
+    assert regenerated("b" * 40) == first

@@ -624,10 +624,11 @@ def main(argv: list[str]) -> None:
     reproduce.write_csv(out / "propositions.csv", checks)
     lines = summarise(checks, study, prop1, extras2, extras3, FLAGS.profile)
     (out / "propositions.md").write_text("\n".join(lines) + "\n")
-    plot_proposition_1(prop1, study, out / "propositions_prop1.png")
-    plot_proposition_2(extras2, study, out / "propositions_prop2.png")
-    plot_proposition_3(extras3, study, out / "propositions_prop3.png")
-    _tabular.write_provenance(out, "propositions", study, FLAGS.seed, FLAGS.profile, start)
+    figures = ("propositions_prop1.png", "propositions_prop2.png", "propositions_prop3.png")
+    plot_proposition_1(prop1, study, out / figures[0])
+    plot_proposition_2(extras2, study, out / figures[1])
+    plot_proposition_3(extras3, study, out / figures[2])
+    _tabular.write_provenance(out, "propositions", study, FLAGS.seed, FLAGS.profile, start, also=figures)
     print("\n".join(lines))
     failed = [c for c in checks if not c["holds"]]
     if failed:
