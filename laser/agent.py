@@ -119,6 +119,8 @@ class MixedLearner(impala_agent.QueueLearner):
 
     learner_class = Learner
     _accepted: float | None = None
+    # Sums over this process's updates, for final.json (as IMPALA's policy lag: a resumed run's last sitting).
+    _accepted_sum, _accepted_updates = 0.0, 0
 
     def __init__(self, config: LaserConfig, client: reverb.Client, address: str):
         self.queue_table, self.params_table = queue_table(config), params_table(config)
@@ -179,6 +181,8 @@ class MixedLearner(impala_agent.QueueLearner):
         metrics = self._learn(fresh, replayed)
         self._publish_if_due()
         self._accepted = metrics["replay_accepted"]
+        self._accepted_sum += self._accepted
+        self._accepted_updates += 1
         episodes = trajectories.finished_episodes({k: fresh[k].numpy() for k in ("episode_return", "episode_length")})
         return loop.Step(metrics, episodes)
 
@@ -200,9 +204,20 @@ class MixedLearner(impala_agent.QueueLearner):
         for table, key in ((REPLAY_TABLE, "replay"), (EPISODES_TABLE, "replay_episodes"), (REPLAYED_TABLE, "replayed")):
             if table in info:
                 found[key] = info[table].current_size
-        if self.config.replay_batch_size and self.config.trust_region and self._accepted is not None:
+        if self._trust_region_on_replay() and self._accepted is not None:
             found["accepted"] = round(self._accepted, 3)  # Replayed steps the trust region kept, last batch.
         return found
+
+    def summary(self) -> dict[str, float]:
+        """IMPALA's policy lag and, with a trust region on replay, the share of replayed steps it accepted (§4.3),
+        averaged over this process's updates: how much of the replay the rejected steps' zeroed gradient cost."""
+        found = super().summary()
+        if self._trust_region_on_replay() and self._accepted_updates:
+            found["replay_accepted_mean"] = round(self._accepted_sum / self._accepted_updates, 4)
+        return found
+
+    def _trust_region_on_replay(self) -> bool:
+        return bool(self.config.replay_batch_size and self.config.trust_region)
 
 
 def mix(fresh: dict, replayed: dict | None, num_online: int) -> dict:

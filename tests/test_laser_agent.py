@@ -600,6 +600,25 @@ def test_mixed_learner_counts_fresh_frames_and_episodes_only(serve, fraction):
         assert "replay" not in progress
 
 
+@pytest.mark.parametrize("trust_region", [True, False])
+def test_final_json_keeps_the_mean_share_of_replayed_steps_the_trust_region_accepted(serve, trust_region):
+    """The progress line shows the last batch's share; final.json the mean over the updates (TensorBoard the curve)."""
+    config = dataclasses.replace(TOY, trust_region=trust_region)
+    client, address = serve(config)
+    learner = agent.MixedLearner(config, client, address)
+    learner.start()
+    write_catch_unrolls(client, config, learner.spec, 3 * config.batch_size)
+    shares = iter([1.0, 0.5, 0.25])
+    learner._learn = lambda fresh, replayed: {"loss": 0.0, "replay_accepted": next(shares)}
+    for _ in range(3):
+        assert learner.step() is not None
+    if trust_region:
+        assert learner.summary()["replay_accepted_mean"] == pytest.approx(1.75 / 3, abs=1e-4)
+        assert learner.progress()["accepted"] == 0.25
+    else:
+        assert "replay_accepted_mean" not in learner.summary() and "accepted" not in learner.progress()
+
+
 @pytest.mark.parametrize("publish_every", [1, 2])
 def test_the_mixed_learner_publishes_its_parameters_every_publish_every_steps(serve, publish_every):
     """The actors' and the replayer's theta: the network's, with its step count as the version."""

@@ -397,7 +397,8 @@ for i, agent in enumerate(agents):
     lines = ["frames,episode_return"] + [f"{f},{r}" for f, r in zip(frames, returns)]
     (d / "episodes.csv").write_text("\\n".join(lines) + "\\n")
     (d / "config.json").write_text(json.dumps({"learning_rate": 0.001 * (i + 1), "entropy_cost": 0.01}))
-    (d / "final.json").write_text(json.dumps({"frames": scale.frames, "wall_time_s": agent["wall"]}))
+    final = {"frames": scale.frames, "wall_time_s": agent["wall"]}
+    (d / "final.json").write_text(json.dumps({**final, **agent.get("final", {})}))
     segments = [{"frames_at_start": 1000 * k} for k in range(agent["starts"])]
     (d / "provenance.json").write_text(json.dumps({"commit": "abc", "segments": segments}))
     dirs.append(d)
@@ -435,6 +436,17 @@ def test_a_sweeps_row_is_its_member_with_the_best_last100(tmp_path):
 def test_last100_is_the_last_hundred_episodes(tmp_path):
     got = summarise(tmp_path, [{"returns": [0.0] * 100 + [4.0] * 100, "wall": 1.0, "starts": 1}])
     assert got["summary"]["last100"] == 4.0 and got["summary"]["mean_return"] == 2.0
+
+
+def test_an_agents_summary_keeps_the_share_of_replay_its_trust_region_accepted(tmp_path):
+    """final.json's `replay_accepted_mean`, where the run had one (a trust region on replay); nothing otherwise."""
+    agents = [
+        {"returns": [1.0] * 100, "wall": 1.0, "starts": 1, "final": {"replay_accepted_mean": 0.9375}},
+        {"returns": [1.0] * 100, "wall": 1.0, "starts": 1},
+    ]
+    summary = summarise(tmp_path, agents)["summary"]
+    assert summary["agents"][0]["replay_accepted_mean"] == 0.9375
+    assert "replay_accepted_mean" not in summary["agents"][1]
 
 
 def test_a_two_member_sweeps_curve_is_the_best_member_in_each_bucket(tmp_path):
