@@ -567,6 +567,9 @@ def ask_fresh(run_dirs: Iterable[pathlib.Path]) -> None:
     job's request once its run finishes (`train`, `train_jobs`; LASER's
     sweeps once summarised).
     """
+    run_dirs = list(run_dirs)
+    for run_dir in run_dirs:  # A refused --fresh remembers nothing: the next plain command would retrain.
+        check_idle(run_dir)
     asked = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     for run_dir in run_dirs:
         run_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -991,6 +994,13 @@ def shown(path: pathlib.Path) -> pathlib.Path:
     return path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
 
 
+def check_idle(run_dir: pathlib.Path) -> None:
+    """A `UsageError` while a process trains into `run_dir` or into a run inside it (a sweep's members)."""
+    if run_dir.exists():
+        for directory in (run_dir, *(config.parent for config in run_dir.rglob("config.json"))):
+            run_dir_lib.check_not_in_use(directory)
+
+
 def set_aside(run_dir: pathlib.Path) -> pathlib.Path | None:
     """Moves `run_dir` to `<name>.old-<UTC time>` beside it (if it exists); returns where.
 
@@ -998,8 +1008,7 @@ def set_aside(run_dir: pathlib.Path) -> pathlib.Path | None:
     """
     if not run_dir.exists():
         return None
-    for directory in (run_dir, *(config.parent for config in run_dir.rglob("config.json"))):
-        run_dir_lib.check_not_in_use(directory)
+    check_idle(run_dir)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     aside = run_dir.with_name(f"{run_dir.name}.old-{stamp}")
     run_dir.rename(aside)

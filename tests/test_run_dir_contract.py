@@ -858,4 +858,9 @@ def test_reproduce_scripts_neither_resume_nor_set_aside_a_run_in_use(tmp_path, h
         _runs.train("laser.train", member, ["--preset=p", "--frames=7"])
     with pytest.raises(UsageError, match=f"run directory {member} is in use"):
         _runs.set_aside(sweep)
+    # A refused --fresh remembers nothing: the same command without it, once the run is free, would have
+    # set the run aside and retrained it from frame 0 (seen in a new user's trial).
+    free = tmp_path / "free"
+    with pytest.raises(UsageError, match=f"run directory {member} is in use"):
+        _runs.ask_fresh([free, sweep])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep"] and (member / "config.json").exists()
