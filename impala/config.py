@@ -89,7 +89,9 @@ class ImpalaConfig(config_lib.EnvConfig):
         ):
             if getattr(self, name) not in choices:
                 raise choice_error(name, getattr(self, name), choices)
-        for name in ("num_actors", "envs_per_actor", "unroll_length", "batch_size", "total_frames", "publish_every"):
+        for name in (
+            "num_actors", "envs_per_actor", "unroll_length", "batch_size", "total_frames", "publish_every", "lstm_size"
+        ):  # fmt: skip
             if getattr(self, name) < 1:
                 raise UsageError(f"{name}={getattr(self, name)}: must be >= 1")
         if self.queue_size <= self.batch_size:
@@ -99,8 +101,15 @@ class ImpalaConfig(config_lib.EnvConfig):
             )
         if not 0.0 <= self.discount <= 1.0:
             raise UsageError(f"discount={self.discount}: must be in [0, 1]")
-        if self.learning_rate <= 0 or self.max_grad_norm < 0:
-            raise UsageError("learning_rate must be > 0 and max_grad_norm >= 0")
+        if not self.learning_rate > 0:
+            raise UsageError(f"learning_rate={self.learning_rate}: must be > 0")
+        for name, note in (("max_grad_norm", " (0: no clipping)"), ("baseline_cost", ""), ("entropy_cost", "")):
+            if not getattr(self, name) >= 0:
+                raise UsageError(f"{name}={getattr(self, name)}: must be >= 0{note}")
+        for name in ("clip_rho_threshold", "clip_pg_rho_threshold"):
+            # rho_bar = 0 would zero every importance weight: no TD error and no policy gradient (eq. (1)).
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
+                raise UsageError(f"{name}={getattr(self, name)}: must be > 0, or None for no clipping")
         config_lib.check_run_fields(self)
         config_lib.check_rmsprop(self)
         if envs.is_suite(self.env):
