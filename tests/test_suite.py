@@ -138,9 +138,10 @@ def test_aggregates_match_their_definitions():
         (["--agent=ddqn", "--preset=toy", "--suite=dmlab30", TOY[3]], "only impala does; use --agent impala"),
         ([*TOY[:2], "--suite=toy:catch,toy:nope", TOY[3]], "unknown toy name 'nope'"),
         ([*TOY, "--shard=2/2"], "--shard"),
-        ([*TOY, "--seeds=0"], "--seeds"),
+        ([*TOY, "--seeds=0"], "--seeds=0: must be >= 1"),
         ([*TOY[:3], "--frames=0"], "--frames=0: must be >= 1"),
-        ([*TOY, "--jobs=0"], "--seeds and --jobs must be >= 1"),
+        ([*TOY, "--jobs=0"], "--jobs=0: must be >= 1"),
+        ([*TOY, "--eval_episodes=-1"], "--eval_episodes=-1: must be >= 0"),
         ([*TOY, "--cpus_per_job=2"], "--ray_address and --cpus_per_job are for --engine=ray"),
         (["--agent=impala", "--preset=toy_laser", *TOY[2:]], "unknown impala preset 'toy_laser'"),
     ],
@@ -150,6 +151,15 @@ def test_bad_input_is_one_line_and_creates_nothing(tmp_path, args, message):
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
     assert not (tmp_path / "suite").exists()
+
+
+def test_a_suite_directory_that_is_a_file_is_refused_and_kept(tmp_path):
+    """A FileExistsError traceback before (seen in a new user's trial)."""
+    path = tmp_path / "notes.txt"
+    path.write_text("mine\n")
+    result = _suite(*TOY, f"--suite_dir={path}")
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert f"{path} is a file, not a suite directory" in result.stderr and path.read_text() == "mine\n"
 
 
 def test_a_suite_directory_of_another_preset_is_refused(tmp_path):

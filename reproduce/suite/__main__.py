@@ -101,8 +101,13 @@ def main(argv: list[str]) -> None:
 def _requested() -> _plan.Suite:
     """The suite the flags ask for, without its games; the checks that need no import."""
     _check_engine()
-    if FLAGS.seeds < 1 or FLAGS.jobs < 1 or FLAGS.eval_episodes < 0:
-        raise UsageError("--seeds and --jobs must be >= 1, --eval_episodes >= 0")
+    for flag, value, least in (
+        ("seeds", FLAGS.seeds, 1),
+        ("jobs", FLAGS.jobs, 1),
+        ("eval_episodes", FLAGS.eval_episodes, 0),
+    ):
+        if value < least:
+            raise UsageError(f"--{flag}={value}: must be >= {least}")
     frames = cli.parse_value("--frames", FLAGS.frames, 0)
     if frames < 1:
         raise UsageError(f"--frames={FLAGS.frames}: must be >= 1")

@@ -145,6 +145,8 @@ def state(run_dir: pathlib.Path) -> str:
 
 
 def load_suite(suite_dir: pathlib.Path) -> Suite | None:
+    if suite_dir.exists() and not suite_dir.is_dir():
+        raise UsageError(f"{suite_dir} is a file, not a suite directory")
     path = suite_dir / "suite.json"
     if not path.exists():
         return None
