@@ -90,6 +90,7 @@ def requested_members(directory: pathlib.Path) -> tuple[list[LaserConfig], bool]
             frames=FLAGS.frames if FLAGS["frames"].present else None,
             actors=FLAGS.actors if FLAGS["actors"].present else None,
         )  # fmt: skip
+        check_budget(directory, configs, request.frames)
         return [dataclasses.replace(c, **config_lib.requested_fields(request, c)) for c in configs], True
     if saved:
         raise UsageError(f"sweep directory {directory} already exists; pass --resume to continue it")
@@ -105,6 +106,23 @@ def requested_members(directory: pathlib.Path) -> tuple[list[LaserConfig], bool]
 
     check_fits_env(base)
     return members, False
+
+
+def check_budget(directory: pathlib.Path, configs: list[LaserConfig], frames: float | None) -> None:
+    """A `--frames` below what a member has trained is refused here, before the server and members start."""
+    if frames is None:
+        return
+    for config in configs:
+        trained = run_dir.trained_frames(member_run(directory, config.sweep_member))
+        if frames < trained:
+            raise UsageError(
+                f"--frames={frames:g}: member {config.sweep_member} has trained {trained:,} frames already; give a "
+                f"larger budget to train the sweep on, or leave out --frames to keep its own ({config.total_frames:,})"
+            )
+
+
+def member_run(directory: pathlib.Path, member: int) -> pathlib.Path:
+    return directory / f"member_{member}"
 
 
 def make_server(configs: list[LaserConfig]) -> reverb.Server:
@@ -135,7 +153,7 @@ def member_command(config: LaserConfig, config_path: pathlib.Path, run: pathlib.
 def summarise(directory: pathlib.Path, configs: list[LaserConfig]) -> list[dict]:
     rows = []
     for config in configs:
-        run = directory / f"member_{config.sweep_member}"
+        run = member_run(directory, config.sweep_member)
         episodes = []
         if (run / "episodes.csv").exists():
             with open(run / "episodes.csv", newline="") as f:
@@ -207,7 +225,8 @@ def run_sweep(directory: pathlib.Path, configs: list[LaserConfig], saved: bool) 
         return 1
     if stop is not None or interrupted:
         members = "members keep" if stop is not None else f"member(s) {sorted(interrupted)} stopped; they keep"
-        print(f"interrupted: {members} their checkpoints; continue with --sweep_dir {directory} --resume", flush=True)
+        again = f"python -m laser.sweep --sweep_dir {directory} --resume"
+        print(f"interrupted: {members} their checkpoints; continue with {again}", flush=True)
         return stop.exit_code if stop is not None else next(iter(interrupted.values()))
     return 0
 
@@ -215,7 +234,7 @@ def run_sweep(directory: pathlib.Path, configs: list[LaserConfig], saved: bool) 
 def start_member(directory: pathlib.Path, config: LaserConfig, address: str, learners: dict, supervisors: dict) -> None:
     """Starts a member's learner and actors, unless it finished earlier."""
     path = config_path(directory, config.sweep_member)
-    run = directory / f"member_{config.sweep_member}"
+    run = member_run(directory, config.sweep_member)
     if finished(run, config):
         print(f"member {config.sweep_member}: finished earlier, kept", flush=True)
         return

@@ -212,6 +212,15 @@ for name, argv in [
         out[name] = [saved, [[c.sweep_member, c.total_frames, c.num_actors] for c in configs]]
     except UsageError as error:
         out[name] = str(error)
+(directory / 'member_1').mkdir()
+(directory / 'member_1' / 'final.json').write_text(json.dumps({'frames': 9000}))
+for name, frames in [('below', 7000), ('above', 9500)]:
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(['sweep', f'--sweep_dir={directory}', '--resume', f'--frames={frames}'])
+    try:
+        out[name] = [c.total_frames for c in sweep.requested_members(directory)[0]]
+    except UsageError as error:
+        out[name] = str(error)
 print(json.dumps(out))
 """
 
@@ -222,6 +231,13 @@ def test_a_resumed_sweep_takes_frames_and_actors_and_its_server_the_saved_member
     saved, members = out["server"]  # `--role server` on a written sweep serves its saved members' tables.
     assert saved and [m[0] for m in members] == [0, 1]
     assert "--env_option cannot change" in out["env_option"]
+    # A budget below a member's frames is refused before the server and members start (a new user's trial: they
+    # started, then each member's learner failed and the sweep exited 1).
+    assert out["below"] == (
+        "--frames=7000: member 1 has trained 9,000 frames already; give a larger budget to train the sweep on, "
+        "or leave out --frames to keep its own (120,000)"
+    )
+    assert out["above"] == [9500, 9500]
 
 
 FAILED_MEMBER = """
@@ -333,7 +349,7 @@ def test_a_stopped_sweep_saves_every_member_and_exits_128_plus_the_signal(tmp_pa
         output, _ = driver.communicate(timeout=180)
         expected = {"ctrl_c_to_the_group": 130, "sigterm_to_the_driver": 143, "each_learner_alone": 130}[stop]
         assert driver.returncode == expected, output
-        assert f"continue with --sweep_dir {directory} --resume" in output, output
+        assert f"continue with python -m laser.sweep --sweep_dir {directory} --resume" in output, output
         for m, run in enumerate(members):
             assert "interrupted: saved checkpoint" in (directory / "logs" / f"member_{m}" / "learner.log").read_text()
             assert max(checkpoint_steps(run)) > 0 and not (run / "final.json").exists()
