@@ -269,14 +269,21 @@ def run_actor(parts: Parts, config: Any, options: Options) -> None:
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # The learner stops its actors.
-    client = reverb_server.connect(options.replay_address, options.connect_timeout_s)
     name = f"actor {options.actor_id}"
+    # A supervised actor runs in a session of its own, which a terminal's Ctrl-C does not reach (the learner
+    # stops it); one started by hand stops at once: it holds nothing to save.
+    signal.signal(signal.SIGINT, lambda signum, _: stop_actor(name, signum))
+    client = reverb_server.connect(options.replay_address, options.connect_timeout_s)
     threading.Thread(target=exit_when_server_gone, args=(client, name, ACTOR_PATIENCE_S), daemon=True).start()
     try:
         parts.actor(config, client, actor_seed(config.seed, options))
     except (reverb.errors.ReverbError, RuntimeError) as error:  # The server went away.
         print(f"{name}: stopping, Reverb server gone ({type(error).__name__})", file=sys.stderr)
+
+
+def stop_actor(name: str, signum: int) -> None:
+    print(f"{name}: stopped by {signal.Signals(signum).name}", file=sys.stderr, flush=True)
+    os._exit(128 + signum)  # Not SystemExit: Reverb's client threads may hold the interpreter's exit.
 
 
 def actor_seed(seed: int, options: Options) -> int:

@@ -132,3 +132,22 @@ def test_ctrl_c_reaches_a_learner_waiting_on_an_empty_queue(tmp_path):
         for process in (server, learner):
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("role", ["actor", "learner"])
+def test_ctrl_c_stops_a_role_waiting_for_its_server(tmp_path, role):
+    """A new user's trial: a hand-started actor ignored Ctrl-C and waited out its timeout for the server; a
+    learner stopped only when its timeout ended."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "impala.train", f"--role={role}", "--preset=toy", "--replay_address=localhost:1",
+         "--connect_timeout_s=120", f"--run_dir={tmp_path / 'run'}"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stdout.readline() == "waiting for the Reverb server at localhost:1 (up to 120s)\n"
+    signalled = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert time.monotonic() - signalled < 20, "the stop waited for the connection's timeout"
+    assert not (tmp_path / "run").exists()

@@ -6,6 +6,7 @@ The server listens on all interfaces. On one machine keep its port private
 
 from __future__ import annotations
 
+import itertools
 import pathlib
 import time
 from typing import Sequence
@@ -39,9 +40,11 @@ def connect(address: str, timeout_s: float) -> reverb.Client:
         raise UsageError(f"bad Reverb address {address!r}: expected HOST:PORT, e.g. localhost:8000")
     client = reverb.Client(address)
     deadline = time.monotonic() + timeout_s
-    while True:
+    for attempt in itertools.count():
         try:
-            client.server_info(timeout=max(1, int(deadline - time.monotonic())))
+            # One second at a time: Python runs a signal's handler only between calls, so a Ctrl-C during a
+            # whole-timeout call waited for its end.
+            client.server_info(timeout=1)
             return client
         except (reverb.errors.DeadlineExceededError, RuntimeError, ValueError) as error:
             if time.monotonic() >= deadline:
@@ -49,4 +52,6 @@ def connect(address: str, timeout_s: float) -> reverb.Client:
                     f"no Reverb server answered at {address} within {timeout_s:.0f}s ({type(error).__name__}); "
                     "start the server role first or check --replay_address"
                 ) from None
+            if attempt == 0:
+                print(f"waiting for the Reverb server at {address} (up to {timeout_s:.0f}s)", flush=True)
             time.sleep(0.5)
