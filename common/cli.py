@@ -164,5 +164,8 @@ def parse_assignments(
             raise UsageError(f"{flag} {item!r}: expected NAME=VALUE")
         if name not in fields:
             raise UsageError(f"unknown {what} {name!r}; accepted: {', '.join(fields)}")
-        parsed[name] = parse_value(name, text, fields[name])
+        value = parse_value(name, text, fields[name])
+        if name in parsed and parsed[name] != value:  # Which one was meant is not ours to guess.
+            raise UsageError(f"{flag} sets {name} twice, to {parsed[name]!r} and {value!r}; give it once")
+        parsed[name] = value
     return parsed

@@ -579,6 +579,14 @@ def test_an_empty_boolean_is_refused():
         cli.parse_value("use_lstm", "", False)
 
 
+def test_a_field_assigned_two_values_is_refused():
+    """`--config_override seed=5 --config_override seed=6` trained seed 6, silently (a new user's trial); the same
+    value twice is no conflict."""
+    with pytest.raises(UsageError, match=r"^--config_override sets seed twice, to 5 and 6; give it once$"):
+        cli.parse_assignments(["seed=5", "seed=6"], {"seed": 0}, "--config_override")
+    assert cli.parse_assignments(["seed=5", "seed=5"], {"seed": 0}, "--config_override") == {"seed": 5}
+
+
 def test_an_assignment_splits_at_the_first_equals_sign():
     """`tag=a=b` sets tag to "a=b" (a value may contain `=`), not an unknown field "tag=a"."""
     assert cli.parse_assignments(["tag=a=b"], {"tag": "x"}, "--config_override") == {"tag": "a=b"}
