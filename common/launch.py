@@ -177,6 +177,13 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
                 f"--resume: {directory} has trained {trained:,} frames and holds no checkpoint to continue from "
                 f"(none that {directory / 'checkpoints' / 'checkpoint'} names); pass --overwrite to train it anew"
             )
+        if run_dir.has_checkpoint(directory) and not (directory / "provenance.json").exists():
+            # Without the record of its starts, this start would be taken for the first: its seed's draws again,
+            # and the earlier starts' wall time lost.
+            raise UsageError(
+                f"--resume: {directory} holds checkpoints but no provenance.json, the record of its starts; "
+                "restore it, or pass --overwrite to train it anew"
+            )
         if request.frames is not None and request.frames < trained:
             raise UsageError(
                 f"--frames={request.frames:g}: the run has trained {trained:,} frames already; give a larger budget "

@@ -270,6 +270,17 @@ def test_resuming_a_run_without_its_checkpoints_is_refused(copied_run):
 
 
 @pytest.mark.slow
+def test_resuming_a_run_without_its_record_of_starts_is_refused(copied_run):
+    """Without provenance.json the resume was taken for the first start: the first start's seed again, and the
+    earlier starts' wall time dropped from final.json (a new user's trial)."""
+    (copied_run / "provenance.json").unlink()
+    before = usage_cases.snapshot(copied_run)
+    result = run(f"--run_dir={copied_run}", "--resume", f"--frames={2 * FRAMES}")
+    usage_cases.assert_one_line_error(result, "holds checkpoints but no provenance.json", "pass --overwrite")
+    assert usage_cases.snapshot(copied_run) == before
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("state", [None, "junk\n"], ids=["missing", "damaged"])
 def test_resuming_a_run_whose_checkpoint_state_file_is_lost_is_refused(copied_run, state):
     """TensorFlow finds the latest checkpoint through checkpoints/checkpoint: without it the run trained again
