@@ -96,7 +96,8 @@ def restore(
     """
     import tensorflow as tf
 
-    latest = tf.train.latest_checkpoint(str(directory / "checkpoints"))
+    # Checked first: TensorFlow logs an error line of its own for a state file naming missing files.
+    latest = tf.train.latest_checkpoint(str(directory / "checkpoints")) if run_dir.has_checkpoint(directory) else None
     if latest is None:
         raise UsageError(f"{directory} has no checkpoint to evaluate")
     env = evaluation_env(config, seed=0)

@@ -6,6 +6,7 @@ had is unchanged. One short toy run is trained once per module and copied.
 
 import json
 import pathlib
+import re
 import shutil
 import signal
 import socket
@@ -336,6 +337,17 @@ def test_evaluation_keeps_the_runs_env_options_but_the_protocols():
     trained = {"terminal_on_life_loss": True, "sticky_action_prob": 0.25, "noop_max": 0, "max_episode_frames": 100}
     assert envs.evaluation_options("atari:pong", trained) == {"sticky_action_prob": 0.25}
     assert envs.evaluation_options("minatar:breakout", {"sticky_action_prob": 0.0}) == {"sticky_action_prob": 0.0}
+
+
+@pytest.mark.slow
+def test_evaluating_a_run_whose_latest_checkpoint_lost_its_files_is_one_line(copied_run):
+    """TensorFlow's own error line came first (a new user's trial): "Couldn't match files for checkpoint"."""
+    state = (copied_run / "checkpoints" / "checkpoint").read_text()
+    latest = re.search(r'^model_checkpoint_path: "(.*)"$', state, re.MULTILINE).group(1)
+    for path in (copied_run / "checkpoints").glob(f"{latest}.*"):
+        path.unlink()
+    result = run(str(copied_run), module=[sys.executable, "-m", "impala.evaluate"])
+    usage_cases.assert_one_line_error(result, f"{copied_run} has no checkpoint to evaluate")
 
 
 @pytest.mark.slow
