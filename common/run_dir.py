@@ -100,6 +100,9 @@ def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
         raise UsageError("--resume and --overwrite exclude each other")
     if resume and not (path / "config.json").exists():
         raise UsageError(f"--resume: {path} holds no run (no config.json)")
+    if exists and not (resume or overwrite) and not (path / "config.json").exists():
+        # Neither --resume nor --overwrite would take it: a directory of the user's own.
+        raise UsageError(f"run directory {path} holds files but no run (no config.json); give another --run_dir")
     if exists and not (resume or overwrite):
         raise UsageError(
             f"run directory {path} already exists; pass --resume to continue it, --run_dir for a new run beside it "

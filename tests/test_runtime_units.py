@@ -308,6 +308,19 @@ def test_a_failed_start_removes_what_it_created(tmp_path):
     assert mine.is_dir() and list(mine.iterdir()) == []
 
 
+def test_a_directory_of_the_users_own_is_refused_without_offering_what_would_be_refused(tmp_path):
+    """Not "pass --resume ... or --overwrite", which both refuse a directory without a run (a new user's trial)."""
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "todo.txt").write_text("mine")
+    with pytest.raises(UsageError, match=r"^run directory .*notes holds files but no run \(no config.json\); give "):
+        run_dir.check(mine, resume=False, overwrite=False)
+    for resume, overwrite in ((True, False), (False, True)):
+        with pytest.raises(UsageError, match="holds no run"):
+            run_dir.check(mine, resume=resume, overwrite=overwrite)
+    assert (mine / "todo.txt").read_text() == "mine"
+
+
 def test_a_run_directory_that_is_a_file_is_refused_and_kept(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("mine")
