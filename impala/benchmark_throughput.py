@@ -37,6 +37,7 @@ from absl import flags
 
 from common import cli, envs, provenance
 from common.results import REPO_ROOT, chosen_dir, write_csv
+from common.reverb import server as reverb_server
 from common.reverb import tables
 from common.reverb import variables as reverb_variables
 from impala import networks, trajectories
@@ -73,7 +74,7 @@ def learner_fps(seconds: float, xla: str) -> float:
     spec = trajectories.step_spec(shape, tf.uint8, num_actions)
     batches = 8
     queue = tables.queue(trajectories.QUEUE_TABLE, config.batch_size * batches + 1)
-    server = reverb.Server([queue, tables.variables()])
+    server = reverb_server.make_server([queue, tables.variables()])
     address = f"localhost:{server.port}"
     client = reverb.Client(address)
     rng = np.random.default_rng(0)

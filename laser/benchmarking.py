@@ -39,6 +39,7 @@ import reverb
 import tensorflow as tf
 
 from common import envs
+from common.reverb import server as reverb_server
 from common.reverb import tables
 from impala import trajectories
 from laser import agent
@@ -165,7 +166,7 @@ def learner_throughput(
     """Learner steps/s of a real `MixedLearner` at `replay_fraction`, on a pre-filled queue (module docstring)."""
     config = dataclasses.replace(base, replay_fraction=replay_fraction, queue_size=QUEUE_BOUND)
     dequeued = config.dequeued_per_step
-    server = reverb.Server(agent.agent_tables(config))
+    server = reverb_server.make_server(agent.agent_tables(config))
     address = f"localhost:{server.port}"
     client = reverb.Client(address)
     learner = agent.MixedLearner(config, client, address)

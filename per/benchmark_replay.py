@@ -62,6 +62,7 @@ from absl import flags
 from common import cli, envs, provenance
 from common.errors import UsageError
 from common.results import chosen_dir, write_csv
+from common.reverb import server as reverb_server
 from per import replay, replay_config
 from per.agent import CHUNK_LENGTH
 
@@ -108,7 +109,7 @@ class ReverbReplay:
 
     def __init__(self, variant: str, size: int, chunk_length: int):
         config = dataclasses.replace(replay_config.PRESETS[variant], capacity=size)
-        self._server = reverb.Server([replay.table(config)])
+        self._server = reverb_server.make_server([replay.table(config)])
         client = reverb.Client(f"localhost:{self._server.port}")
         self._replay = replay.PrioritizedReplay(client, config, flush_every=chunk_length, chunk_length=chunk_length)
 
@@ -141,7 +142,7 @@ class ReverbFloor:
 
     def __init__(self, size: int):
         config = dataclasses.replace(replay_config.PRESETS["proportional"], capacity=size)
-        self._server = reverb.Server([replay.table(config)])
+        self._server = reverb_server.make_server([replay.table(config)])
         self._client = reverb.Client(f"localhost:{self._server.port}")
         self._writer = self._client.trajectory_writer(num_keep_alive_refs=1)
         self._sampler = None

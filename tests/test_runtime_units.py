@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import types
@@ -1115,6 +1116,17 @@ def test_a_busy_port_is_refused():
         port = holder.getsockname()[1]
         with pytest.raises(UsageError, match=f"--port={port} is already in use"):
             server.make_server([tables.variables()], port)
+
+
+def test_a_server_without_checkpoints_leaves_no_temporary_directory(tmp_path, monkeypatch):
+    """Reverb's default checkpointer left an empty /tmp/tmpXXXXXXXX behind per server (1,300 after a day here)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    srv = server.make_server([reverb.Table.queue("q", 4)])
+    client = reverb.Client(f"localhost:{srv.port}")
+    client.insert([np.zeros(2)], {"q": 1.0})
+    assert client.server_info()["q"].current_size == 1
+    srv.stop()
+    assert list(tmp_path.iterdir()) == []
 
 
 # Torsos and observation layouts. -------------------------------------------------------

@@ -7,7 +7,9 @@ The server listens on all interfaces. On one machine keep its port private
 from __future__ import annotations
 
 import itertools
+import os
 import pathlib
+import tempfile
 import time
 from typing import Sequence
 
@@ -27,10 +29,16 @@ def make_server(
     """
     if port is not None:
         check_port_free(port)
-    checkpointer = None
     if checkpoint_dir is not None:
         checkpointer = reverb.checkpointers.DefaultCheckpointer(str(checkpoint_dir))
-    return reverb.Server(list(tables), port=port, checkpointer=checkpointer)
+        return reverb.Server(list(tables), port=port, checkpointer=checkpointer)
+    # Without one, Reverb's default checkpointer makes an empty temporary directory per server and leaves it
+    # behind. The server reads it only as it starts (for tables to load: none), and nothing here asks such a
+    # server for a checkpoint, so it goes once the server is up.
+    unused = tempfile.mkdtemp(prefix="reverb_unused_checkpoints_")
+    server = reverb.Server(list(tables), port=port, checkpointer=reverb.checkpointers.DefaultCheckpointer(unused))
+    os.rmdir(unused)
+    return server
 
 
 def connect(address: str, timeout_s: float) -> reverb.Client:
