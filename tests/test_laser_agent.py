@@ -577,14 +577,20 @@ def write_catch_unrolls(client, config, spec, count):
     adder.close()
 
 
-@pytest.mark.parametrize("fraction", [0.875, 1.0, 0.0])
-def test_mixed_learner_counts_fresh_frames_and_episodes_only(serve, fraction):
-    config = dataclasses.replace(TOY, replay_fraction=fraction)
+def started_learner(serve, config, unrolls: int):
+    """A started `MixedLearner` on a server of its own, the queue and replay holding `unrolls` Catch unrolls."""
     client, address = serve(config)
     learner = agent.MixedLearner(config, client, address)
     learner.start()
+    write_catch_unrolls(client, config, learner.spec, unrolls)
+    return learner, client
+
+
+@pytest.mark.parametrize("fraction", [0.875, 1.0, 0.0])
+def test_mixed_learner_counts_fresh_frames_and_episodes_only(serve, fraction):
+    config = dataclasses.replace(TOY, replay_fraction=fraction)
+    learner, _ = started_learner(serve, config, 2 * config.batch_size)
     dequeued = config.dequeued_per_step
-    write_catch_unrolls(client, config, learner.spec, 2 * config.batch_size)
     for step in range(1, 3):
         result = learner.step()
         assert learner.frames == step * dequeued * config.unroll_length * config.frames_per_step
@@ -604,10 +610,7 @@ def test_mixed_learner_counts_fresh_frames_and_episodes_only(serve, fraction):
 def test_final_json_keeps_the_mean_share_of_replayed_steps_the_trust_region_accepted(serve, trust_region):
     """The progress line shows the last batch's share; final.json the mean over the updates (TensorBoard the curve)."""
     config = dataclasses.replace(TOY, trust_region=trust_region)
-    client, address = serve(config)
-    learner = agent.MixedLearner(config, client, address)
-    learner.start()
-    write_catch_unrolls(client, config, learner.spec, 3 * config.batch_size)
+    learner, _ = started_learner(serve, config, 3 * config.batch_size)
     shares = iter([1.0, 0.5, 0.25])
     learner._learn = lambda fresh, replayed: {"loss": 0.0, "replay_accepted": next(shares)}
     for _ in range(3):
@@ -623,10 +626,7 @@ def test_final_json_keeps_the_mean_share_of_replayed_steps_the_trust_region_acce
 def test_the_mixed_learner_publishes_its_parameters_every_publish_every_steps(serve, publish_every):
     """The actors' and the replayer's theta: the network's, with its step count as the version."""
     config = dataclasses.replace(TOY, publish_every=publish_every)
-    client, address = serve(config)
-    learner = agent.MixedLearner(config, client, address)
-    learner.start()
-    write_catch_unrolls(client, config, learner.spec, 3 * config.batch_size)
+    learner, client = started_learner(serve, config, 3 * config.batch_size)
     published_at = 0
     for step in (1, 2, 3):
         learner.step()
@@ -742,10 +742,7 @@ def test_the_prioritized_replay_samples_by_p_to_the_alpha(serve):
 def test_prioritized_learner_weights_and_writes_the_sampled_keys_critic_losses(serve):
     config = PRIORITIZED
     online = config.online_batch_size
-    client, address = serve(config)
-    learner = agent.MixedLearner(config, client, address)
-    learner.start()
-    write_catch_unrolls(client, config, learner.spec, 2 * config.batch_size)
+    learner, client = started_learner(serve, config, 2 * config.batch_size)
     samples, written, real_mutate = [], [], client.mutate_priorities
     batches = learner._batches
 
