@@ -6,7 +6,6 @@ The server listens on all interfaces. On one machine keep its port private
 
 from __future__ import annotations
 
-import itertools
 import os
 import pathlib
 import tempfile
@@ -33,12 +32,13 @@ def make_server(
         checkpointer = reverb.checkpointers.DefaultCheckpointer(str(checkpoint_dir))
         return reverb.Server(list(tables), port=port, checkpointer=checkpointer)
     # Without one, Reverb's default checkpointer makes an empty temporary directory per server and leaves it
-    # behind. The server reads it only as it starts (for tables to load: none), and nothing here asks such a
-    # server for a checkpoint, so it goes once the server is up.
-    unused = tempfile.mkdtemp(prefix="reverb_unused_checkpoints_")
-    server = reverb.Server(list(tables), port=port, checkpointer=reverb.checkpointers.DefaultCheckpointer(unused))
-    os.rmdir(unused)
-    return server
+    # behind. The server reads it only as it starts (an empty one holds no tables to load), so it goes once the
+    # server is up; a later `Client.checkpoint()` makes it again (PER's learner asks its --role server for one).
+    path = tempfile.mkdtemp(prefix="reverb_checkpoints_")
+    try:
+        return reverb.Server(list(tables), port=port, checkpointer=reverb.checkpointers.DefaultCheckpointer(path))
+    finally:
+        os.rmdir(path)
 
 
 def connect(address: str, timeout_s: float) -> reverb.Client:
@@ -47,8 +47,9 @@ def connect(address: str, timeout_s: float) -> reverb.Client:
     if not sep or not host or not port.isdigit():
         raise UsageError(f"bad Reverb address {address!r}: expected HOST:PORT, e.g. localhost:8000")
     client = reverb.Client(address)
-    deadline = time.monotonic() + timeout_s
-    for attempt in itertools.count():
+    start = time.monotonic()
+    deadline, said = start + timeout_s, False
+    while True:
         try:
             # One second at a time: Python runs a signal's handler only between calls, so a Ctrl-C during a
             # whole-timeout call waited for its end.
@@ -60,6 +61,7 @@ def connect(address: str, timeout_s: float) -> reverb.Client:
                     f"no Reverb server answered at {address} within {timeout_s:.0f}s ({type(error).__name__}); "
                     "start the server role first or check --replay_address"
                 ) from None
-            if attempt == 0:
+            if not said and time.monotonic() - start >= 2.0:  # Not a loaded machine's slow first answer.
                 print(f"waiting for the Reverb server at {address} (up to {timeout_s:.0f}s)", flush=True)
+                said = True
             time.sleep(0.5)
