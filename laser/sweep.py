@@ -91,7 +91,7 @@ def requested_members(directory: pathlib.Path) -> tuple[list[LaserConfig], bool]
             actors=FLAGS.actors if FLAGS["actors"].present else None,
         )  # fmt: skip
         check_budget(directory, configs, request.frames)
-        return [dataclasses.replace(c, **config_lib.requested_fields(request, c)) for c in configs], True
+        return [resumed(directory, c, request) for c in configs], True
     if saved:
         raise UsageError(f"sweep directory {directory} already exists; pass --resume to continue it")
     request = config_lib.Request(
@@ -108,16 +108,26 @@ def requested_members(directory: pathlib.Path) -> tuple[list[LaserConfig], bool]
     return members, False
 
 
+def resumed(directory: pathlib.Path, config: LaserConfig, request: config_lib.Request) -> LaserConfig:
+    """A member's config for a resume: without `--frames`, the budget of its own latest start, which an earlier
+    resume may have raised above its saved config's (as `laser.train --resume` keeps a run's)."""
+    if request.frames is None:
+        request = dataclasses.replace(request, frames=run_dir.last_budget(member_run(directory, config.sweep_member)))
+    return dataclasses.replace(config, **config_lib.requested_fields(request, config))
+
+
 def check_budget(directory: pathlib.Path, configs: list[LaserConfig], frames: float | None) -> None:
     """A `--frames` below what a member has trained is refused here, before the server and members start."""
     if frames is None:
         return
     for config in configs:
-        trained = run_dir.trained_frames(member_run(directory, config.sweep_member))
+        run = member_run(directory, config.sweep_member)
+        trained = run_dir.trained_frames(run)
         if frames < trained:
             raise UsageError(
                 f"--frames={frames:g}: member {config.sweep_member} has trained {trained:,} frames already; give a "
-                f"larger budget to train the sweep on, or leave out --frames to keep its own ({config.total_frames:,})"
+                "larger budget to train the sweep on, or leave out --frames to keep its own "
+                f"({run_dir.last_budget(run) or config.total_frames:,})"
             )
 
 

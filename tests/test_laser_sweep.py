@@ -214,9 +214,11 @@ for name, argv in [
         out[name] = str(error)
 (directory / 'member_1').mkdir()
 (directory / 'member_1' / 'final.json').write_text(json.dumps({'frames': 9000}))
-for name, frames in [('below', 7000), ('above', 9500)]:
+(directory / 'member_0').mkdir()  # Raised to 200,000 by an earlier resume, and stopped before it.
+(directory / 'member_0' / 'provenance.json').write_text(json.dumps({'segments': [{'total_frames': 200000}]}))
+for name, frames in [('below', ['--frames=7000']), ('above', ['--frames=9500']), ('kept', [])]:
     flags.FLAGS.unparse_flags()
-    flags.FLAGS(['sweep', f'--sweep_dir={directory}', '--resume', f'--frames={frames}'])
+    flags.FLAGS(['sweep', f'--sweep_dir={directory}', '--resume', *frames])
     try:
         out[name] = [c.total_frames for c in sweep.requested_members(directory)[0]]
     except UsageError as error:
@@ -238,6 +240,9 @@ def test_a_resumed_sweep_takes_frames_and_actors_and_its_server_the_saved_member
         "or leave out --frames to keep its own (120,000)"
     )
     assert out["above"] == [9500, 9500]
+    # Without --frames each member keeps its latest start's budget, not its saved config's: a member stopped
+    # at 150K of a budget raised to 200K was counted finished by its 120K final.json (a review).
+    assert out["kept"] == [200000, 120000]
 
 
 FAILED_MEMBER = """
