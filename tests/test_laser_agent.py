@@ -607,7 +607,7 @@ def test_mixed_learner_counts_fresh_frames_and_episodes_only(serve, fraction):
 
 
 @pytest.mark.parametrize("trust_region", [True, False])
-def test_final_json_keeps_the_mean_share_of_replayed_steps_the_trust_region_accepted(serve, trust_region):
+def test_the_summary_for_final_json_is_the_mean_share_of_replayed_steps_the_trust_region_accepted(serve, trust_region):
     """The progress line shows the last batch's share; final.json the mean over the updates (TensorBoard the curve)."""
     config = dataclasses.replace(TOY, trust_region=trust_region)
     learner, _ = started_learner(serve, config, 3 * config.batch_size)

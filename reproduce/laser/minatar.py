@@ -135,7 +135,7 @@ def summarise_agent(run_dir: pathlib.Path, scale: Scale) -> dict:
         "learning_rate": config["learning_rate"], "entropy_cost": config["entropy_cost"],
         "curve": _runs.binned_curve("", frames, returns, scale.frames, scale.bin_frames),
         # With a trust region on replay: the share of replayed steps it accepted, over the last sitting's updates.
-        **{key: final[key] for key in ("replay_accepted_mean",) if key in final},
+        **({"replay_accepted_mean": final["replay_accepted_mean"]} if "replay_accepted_mean" in final else {}),
         "config": config,
         "run_provenance": _runs.run_provenance(run_dir),
     }  # fmt: skip
