@@ -105,11 +105,10 @@ def run(
     if manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
         print(f"resumed from {manager.latest_checkpoint}: step {learner.steps}, frames {learner.frames:,}", flush=True)
-        record.start(learner.frames, config.total_frames)
-    else:
-        # The record of this start first: a stop during the first save must not leave a checkpoint without it,
-        # which `--resume` refuses (`common.launch`).
-        record.start(learner.frames, config.total_frames)
+    # The record of this start before a first checkpoint: a stop during that save must not leave a checkpoint
+    # without it, which `--resume` refuses (`common.launch`).
+    record.start(learner.frames, config.total_frames)
+    if not manager.latest_checkpoint:
         manager.save(checkpoint_number=0)
     learner.start()
     episodes = run_dir.EpisodeLog(directory, tasks=config.tasks, resumed_at=learner.frames)

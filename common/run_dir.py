@@ -100,17 +100,17 @@ def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
         raise UsageError("--resume and --overwrite exclude each other")
     if resume and not (path / "config.json").exists():
         raise UsageError(f"--resume: {path} holds no run (no config.json)")
-    if exists and not (resume or overwrite) and not (path / "config.json").exists():
-        # Neither --resume nor --overwrite would take it: a directory of the user's own.
+    if exists and not resume and not (path / "config.json").exists():
+        # A directory of the user's own: neither --resume nor --overwrite takes it (a mistyped path must not
+        # delete it).
+        if overwrite:
+            raise UsageError(f"--overwrite deletes only a run directory: {path} holds no run (no config.json)")
         raise UsageError(f"run directory {path} holds files but no run (no config.json); give another --run_dir")
     if exists and not (resume or overwrite):
         raise UsageError(
             f"run directory {path} already exists; pass --resume to continue it, --run_dir for a new run beside it "
             "(a default name does not tell config overrides apart), or --overwrite"
         )
-    if exists and overwrite and not (path / "config.json").exists():
-        # A mistyped path must not delete a directory of the user's own.
-        raise UsageError(f"--overwrite deletes only a run directory: {path} holds no run (no config.json)")
 
 
 # The agents' training entry points, as a run's provenance.json names the one that started it.
