@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 from absl import flags
 
-from common import cli, native_log, run_dir
+from common import cli, native_log, run_dir, tables_dir
 from common import config as config_lib
 from common.errors import UsageError
 from common.reverb import ports
@@ -67,7 +67,8 @@ class Agent:
     parts: Callable[[], Parts]  # Imports the agent's modules (and TensorFlow): called after the checks.
     # With --role all: the server checkpoints its tables into RUN_DIR/replay
     # (`Learner.save_extra` calls `client.checkpoint()`), and a resumed run
-    # starts its server from them, so a replay survives a restart.
+    # starts its server from them, so a replay survives a restart; a separate
+    # --role server keeps them in its --tables_dir (`common.tables_dir`).
     checkpoint_tables: bool = False
 
 
@@ -85,6 +86,7 @@ class Options:
     incarnation: int = 0
     segment: int = 0
     connect_timeout_s: float = 30.0
+    tables_dir: Optional[str] = None
 
 
 def define_flags(agent_name: str, presets: Mapping[str, Any], default_preset: str) -> None:
@@ -118,6 +120,10 @@ def define_flags(agent_name: str, presets: Mapping[str, Any], default_preset: st
         "a resumed learner prints it).", lower_bound=0,
     )  # fmt: skip
     flags.DEFINE_float("connect_timeout_s", 30.0, "How long to wait for a Reverb server before giving up.")
+    flags.DEFINE_string(
+        "tables_dir", None, "Server role of an agent whose checkpoints include its Reverb tables (PER): where the "
+        "server saves them at each of the learner's checkpoints; --resume serves them again.",
+    )  # fmt: skip
 
 
 def from_flags(values: flags.FlagValues) -> tuple[config_lib.Request, Options]:
@@ -135,6 +141,7 @@ def from_flags(values: flags.FlagValues) -> tuple[config_lib.Request, Options]:
         role=values.role, run_dir=given("run_dir"), resume=values.resume, overwrite=values.overwrite,
         replay_address=given("replay_address"), port=given("port"), actor_id=values.actor_id,
         incarnation=values.incarnation, segment=values.segment, connect_timeout_s=values.connect_timeout_s,
+        tables_dir=given("tables_dir"),
     )  # fmt: skip
     return request, options
 
@@ -144,6 +151,7 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     what = f"{agent.name} config"
     if options.role in ("actor", "learner") and not options.replay_address:
         raise UsageError(f"--role {options.role} needs --replay_address HOST:PORT")
+    check_tables_dir(agent, options)
     config_class = type(agent.presets[agent.default_preset])
     if options.resume and options.run_dir and options.role in ("all", "learner"):
         # The run's own config.json is the base (`config_lib.resume`, below): resolved on a preset
@@ -157,9 +165,22 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         run_actor(agent.parts(), config, options)
         return
     if options.role == "server":
+        serve_tables_from = None
+        if agent.checkpoint_tables:
+            serve_tables_from = pathlib.Path(options.tables_dir)
+            tables_dir.check(serve_tables_from, resume=options.resume, overwrite=options.overwrite)
+        parts = agent.parts()  # TensorFlow and Reverb load here, once the input has passed the checks above.
         from common.reverb import server as reverb_server
 
-        server = reverb_server.make_server(agent.parts().tables(config), options.port)
+        if serve_tables_from is not None:
+            tables_dir.prepare(serve_tables_from, overwrite=options.overwrite)
+            print(f"Reverb tables saved in {serve_tables_from} at each of the learner's checkpoints", flush=True)
+        server = reverb_server.make_server(parts.tables(config), options.port, serve_tables_from)
+        if serve_tables_from is not None and options.resume:
+            sizes = ", ".join(
+                f"{name} {info.current_size}" for name, info in sorted(server.localhost_client().server_info().items())
+            )
+            print(f"serving the tables saved in {tables_dir.saved(serve_tables_from)[-1]}: {sizes} items", flush=True)
         print(f"Reverb server listening on port {server.port} (all interfaces; keep it on a private network)")
         server.wait()
         return
@@ -237,6 +258,27 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     # Reverb's in-process server and dataset threads do not always tear down
     # cleanly at interpreter exit; everything is saved, so leave at once.
     os._exit(status)
+
+
+def check_tables_dir(agent: Agent, options: Options) -> None:
+    """A `UsageError` unless --tables_dir is given exactly where a server saves the tables a learner checkpoints."""
+    if options.tables_dir is None:
+        if options.role == "server" and agent.checkpoint_tables:
+            raise UsageError(
+                f"{agent.name}'s --role server needs --tables_dir DIR: its learner's checkpoints save the Reverb "
+                "tables there, and --resume serves them again"
+            )
+        return
+    if options.role != "server":
+        if options.role == "all" and agent.checkpoint_tables:
+            raise UsageError(
+                "--tables_dir is for --role server; with --role all the tables are saved in RUN_DIR/replay"
+            )
+        raise UsageError(
+            f"--tables_dir is for --role server, which keeps the tables; leave it out of --role {options.role}"
+        )
+    if not agent.checkpoint_tables:
+        raise UsageError(f"--tables_dir: {agent.name}'s checkpoints do not include its Reverb tables; leave it out")
 
 
 def use_threads(config: Any) -> None:

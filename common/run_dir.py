@@ -46,21 +46,24 @@ EPISODE_FIELDS = ("frames", "episode_return", "episode_length", "wall_time")
 _HELD: dict[pathlib.Path, int] = {}
 
 
-def _lock(path: pathlib.Path) -> int:
+_IN_USE = (
+    "run directory {path} is in use: another process is training into it; let it finish or stop it "
+    "(Ctrl-C saves a checkpoint), then run this again"
+)
+
+
+def lock(path: pathlib.Path, in_use: str = _IN_USE) -> int:
     """An exclusive `flock` on the directory `path` itself (nothing is written into it); its descriptor.
 
     The kernel drops the lock when the process ends, however it ends. A
-    `UsageError` if another process holds it.
+    `UsageError`, `in_use` with `path` filled in, if another process holds it.
     """
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise UsageError(
-            f"run directory {path} is in use: another process is training into it; let it finish or stop it "
-            "(Ctrl-C saves a checkpoint), then run this again"
-        ) from None
+        raise UsageError(in_use.format(path=path)) from None
     return fd
 
 
@@ -73,7 +76,7 @@ def hold(path: pathlib.Path) -> None:
     """
     key = path.resolve()
     if key not in _HELD:
-        _HELD[key] = _lock(key)
+        _HELD[key] = lock(key)
 
 
 def release(path: pathlib.Path) -> None:
@@ -86,7 +89,7 @@ def release(path: pathlib.Path) -> None:
 def check_not_in_use(path: pathlib.Path) -> None:
     """A `UsageError` if a process is training into the run directory `path` (e.g. before moving it aside)."""
     if path.is_dir() and path.resolve() not in _HELD:
-        os.close(_lock(path.resolve()))
+        os.close(lock(path.resolve()))
 
 
 def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:

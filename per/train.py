@@ -19,7 +19,8 @@ Topology: a `replay` table, `Prioritized(alpha)` with FIFO eviction and a
 an `episodes` queue (finished games, from the actors). Reverb checkpoints the
 tables into RUN_DIR/replay with every checkpoint, so a resumed run samples from
 the same replay. The other roles (`--role server|learner|actor`) are IMPALA's
-(see impala/train.py). This file is wiring: the roles, the loop and the run
+(see impala/train.py), but for the server's `--tables_dir`, where the learner's
+checkpoints save the tables and `--resume` serves them again. This file is wiring: the roles, the loop and the run
 directory are `common.launch` and `common.loop`; the agent is `per.agent`.
 """
 

@@ -123,6 +123,7 @@ BAD_INPUT = [
     (["--config_override=seed=4294967296"], "seed=4294967296: must be in [0, 2147483647]"),
     (["--config_override=log_every_s=0"], "log_every_s=0.0: must be > 0 seconds"),
     (["--config_override=rmsprop_decay=1"], "rmsprop_decay=1.0: must be in [0, 1)"),
+    (["--role=server", "--tables_dir=tables"], "impala's checkpoints do not include its Reverb tables"),
 ]
 # Each in a process of its own, as a user runs it: the flag parser's error, and
 # the two that fail only once the run has started its stderr filter and

@@ -198,6 +198,55 @@ def test_an_actor_run_resumes_after_a_clean_stop(tmp_path):
     assert final["episodes"] == episode_rows(run_dir) > before["episodes"]
 
 
+@pytest.mark.slow
+def test_a_separate_server_saves_the_replay_in_its_tables_dir_and_serves_it_again_on_resume(tmp_path):
+    """The multi-machine roles: the learner's checkpoints save the server's tables in --tables_dir, not /tmp.
+
+    Before --tables_dir, each checkpoint of a --role learner wrote the whole
+    replay into a temporary directory of the server's that nothing read or removed.
+    """
+    port = 21000 + os.getpid() % 1000
+    tables, run_dir, temporary = tmp_path / "tables", tmp_path / "run", tmp_path / "tmp"
+    temporary.mkdir()
+    environment = {**os.environ, "TMPDIR": str(temporary)}
+
+    def serve(*args):
+        return subprocess.Popen(
+            [*TRAIN, "--role=server", f"--port={port}", "--preset=toy", f"--tables_dir={tables}", *args], cwd=REPO,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment, start_new_session=True,
+        )  # fmt: skip
+
+    def learn(*args):
+        learner = [*TRAIN, "--role=learner", f"--replay_address=localhost:{port}", f"--run_dir={run_dir}"]
+        result = subprocess.run(
+            [*learner, *args], cwd=REPO, capture_output=True, text=True, timeout=300, env=environment
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result
+
+    server = serve()
+    try:
+        learn("--preset=toy", "--frames=3000")
+        os.killpg(server.pid, signal.SIGINT)
+        server.wait(timeout=60)
+        saved = list(tables.iterdir())
+        assert len(saved) == 1 and (saved[0] / "DONE").exists(), saved
+        again = run("--role=server", "--preset=toy", f"--tables_dir={tables}", timeout=120)
+        usage_cases.assert_one_line_error(again, "pass --resume to serve them, or --overwrite")
+
+        server = serve("--resume")
+        resumed = learn("--resume", "--frames=4000", "--config_override=log_every_s=0.5")
+        sizes = replay_sizes(resumed.stdout)
+        assert sizes and min(sizes) > 3000, resumed.stdout  # Grows from the saved replay, never from empty.
+        assert json.loads((run_dir / "final.json").read_text())["segments"] == 2
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+    output, _ = server.communicate(timeout=60)
+    assert f"serving the tables saved in {saved[0]}: episodes 0, params 0, replay 3000 items" in output, output
+    assert [p.name for p in temporary.iterdir() if "reverb" in p.name] == []
+
+
 BAD_INPUT = [
     (["--config_override=replay=sorted"], "unknown replay variant 'sorted'; accepted: proportional, rank"),
     (["--config_override=alpha=-0.5"], "alpha=-0.5: must be in [0, 1]"),
@@ -227,6 +276,10 @@ BAD_INPUT = [
     (["--config_override=rmsprop_momentum=-1"], "rmsprop_momentum=-1.0: must be in [0, 1)"),
     (["--config_override=rmsprop_epsilon=0"], "rmsprop_epsilon=0.0: must be > 0"),
     (["--preset=minatar_ddqn", "--config_override=alpha=0.5"], "alpha=0.5 with replay=uniform"),
+    (["--role=server"], "per's --role server needs --tables_dir DIR"),
+    (["--tables_dir=tables"], "with --role all the tables are saved in RUN_DIR/replay"),
+    (["--role=learner", "--replay_address=localhost:1", "--tables_dir=tables"], "leave it out of --role learner"),
+    (["--role=server", "--tables_dir=no_tables", "--resume"], "--tables_dir no_tables holds no saved tables"),
 ]
 # Each in a process of its own, as a user runs it: a `UsageError` and the flag
 # parser's error. The others share one process (`in_one_process`).

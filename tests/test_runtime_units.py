@@ -1140,7 +1140,7 @@ def test_a_server_without_checkpoints_leaves_no_temporary_directory(tmp_path, mo
     assert client.server_info()["q"].current_size == 1
     srv.stop()
     assert list(tmp_path.iterdir()) == []
-    # A checkpoint asked for later (PER's learner of a --role server) still works: Reverb makes the directory.
+    # A checkpoint asked for later still works: Reverb makes the directory again.
     srv = server.make_server([reverb.Table.queue("q", 4)])
     assert pathlib.Path(reverb.Client(f"localhost:{srv.port}").checkpoint()).is_relative_to(tmp_path)
     srv.stop()

@@ -33,7 +33,7 @@ def make_server(
         return reverb.Server(list(tables), port=port, checkpointer=checkpointer)
     # Without one, Reverb's default checkpointer makes an empty temporary directory per server and leaves it
     # behind. The server reads it only as it starts (an empty one holds no tables to load), so it goes once the
-    # server is up; a later `Client.checkpoint()` makes it again (PER's learner asks its --role server for one).
+    # server is up; a later `Client.checkpoint()`, which no agent asks of such a server, would make it again.
     path = tempfile.mkdtemp(prefix="reverb_checkpoints_")
     try:
         return reverb.Server(list(tables), port=port, checkpointer=reverb.checkpointers.DefaultCheckpointer(path))

@@ -1,0 +1,93 @@
+"""Where a separate `--role server` keeps the Reverb tables its learner checkpoints.
+
+With `--role all` an agent that checkpoints its tables (PER's replay) keeps
+them in RUN_DIR/replay. A server on another machine cannot see the learner's
+run directory, so it is given one of its own, `--tables_dir DIR`: each of the
+learner's checkpoints (`Client.checkpoint()`) saves the tables there, as a
+subdirectory Reverb names by its time, keeping the latest only. The same
+contract as a run directory's: a directory holding saved tables is served again
+only with `--resume`, emptied only with `--overwrite`, and one that holds
+anything else is never touched. Nothing here imports Reverb: the checks run
+before TensorFlow loads.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shutil
+
+from common import run_dir
+from common.errors import UsageError
+
+# Reverb's checkpointer names each checkpoint by its UTC time, e.g. 2026-12-05T12:15:48.895482404+00:00.
+_CHECKPOINT_NAME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+
+_IN_USE = (
+    "--tables_dir {path} is in use: another Reverb server keeps its tables there; stop it or give another --tables_dir"
+)
+
+# The tables directories this process serves, and the descriptors that lock them.
+_HELD: dict[pathlib.Path, int] = {}
+
+
+def saved(path: pathlib.Path) -> list[pathlib.Path]:
+    """The complete checkpoints Reverb saved in `path` (it writes DONE last), oldest first."""
+    return [checkpoint for checkpoint in _reverbs(path) if (checkpoint / "DONE").exists()]
+
+
+def _reverbs(path: pathlib.Path) -> list[pathlib.Path]:
+    """What Reverb's checkpointer wrote in `path`, interrupted checkpoints included, oldest first."""
+    if not path.is_dir():
+        return []
+    return sorted(entry for entry in path.iterdir() if entry.is_dir() and _CHECKPOINT_NAME.match(entry.name))
+
+
+def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
+    """A `UsageError` unless a server can keep its tables in `path` as asked; touches nothing."""
+    if resume and overwrite:
+        raise UsageError("--resume and --overwrite exclude each other")
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--tables_dir {path} is a file, not a directory")
+    if path.is_dir():
+        os.close(
+            run_dir.lock(path.resolve(), _IN_USE)
+        )  # Refused first: another server's tables are not this one's to judge.
+    checkpoints = saved(path)
+    others = sorted(set(path.iterdir()) - set(_reverbs(path))) if path.is_dir() else []
+    if others:
+        raise UsageError(
+            f"--tables_dir {path} holds {others[0].name}, which is not a Reverb checkpoint; give another --tables_dir"
+        )
+    if resume and not checkpoints:
+        raise UsageError(
+            f"--resume: --tables_dir {path} holds no saved tables; leave out --resume to start with empty tables"
+        )
+    if checkpoints and not (resume or overwrite):
+        raise UsageError(
+            f"--tables_dir {path} holds the tables an earlier server saved: pass --resume to serve them, or "
+            "--overwrite to delete them and start empty"
+        )
+    if not path.exists():
+        parent = next(p for p in path.absolute().parents if p.exists())
+        if not os.access(parent, os.W_OK):
+            raise UsageError(f"--tables_dir {path} cannot be created: {parent} is not writable")
+
+
+def prepare(path: pathlib.Path, *, overwrite: bool) -> None:
+    """Creates and locks `path` for this process's server; with `overwrite`, deletes the tables saved there.
+
+    Call after `check`. A `UsageError` if another process serves from it:
+    two servers saving into one directory would each load the other's tables.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # What `check` cannot see, e.g. /proc, or root's writes to a read-only mount.
+        raise UsageError(f"--tables_dir {path} cannot be created: {error.strerror}") from None
+    key = path.resolve()
+    fd = run_dir.lock(key, _IN_USE)
+    _HELD[key] = fd
+    if overwrite:
+        for checkpoint in _reverbs(path):
+            shutil.rmtree(checkpoint)

@@ -1,0 +1,97 @@
+"""A --role server's --tables_dir keeps a run directory's contract: served again only with --resume,
+emptied only with --overwrite, never touched when it holds anything else or another server serves from it."""
+
+import multiprocessing
+import pathlib
+
+import pytest
+import usage_cases
+
+from common import tables_dir
+from common.errors import UsageError
+
+CHECKPOINT = "2026-12-05T12:15:48.895482404+00:00"  # How Reverb's checkpointer names one.
+
+
+def saved_checkpoint(directory: pathlib.Path, name: str = CHECKPOINT, done: bool = True) -> pathlib.Path:
+    checkpoint = directory / name
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "tables.tfrecord").write_bytes(b"tables")
+    if done:
+        (checkpoint / "DONE").touch()
+    return checkpoint
+
+
+def test_a_new_or_empty_directory_starts_empty_tables(tmp_path):
+    tables_dir.check(tmp_path / "new" / "tables", resume=False, overwrite=False)
+    assert not (tmp_path / "new").exists()  # A check creates nothing.
+    (tmp_path / "empty").mkdir()
+    tables_dir.check(tmp_path / "empty", resume=False, overwrite=False)
+
+
+def test_saved_tables_are_served_again_only_with_resume_and_deleted_only_with_overwrite(tmp_path):
+    checkpoint = saved_checkpoint(tmp_path)
+    before = usage_cases.snapshot(tmp_path)
+    with pytest.raises(UsageError, match="holds the tables an earlier server saved: pass --resume .* or --overwrite"):
+        tables_dir.check(tmp_path, resume=False, overwrite=False)
+    tables_dir.check(tmp_path, resume=True, overwrite=False)
+    tables_dir.check(tmp_path, resume=False, overwrite=True)
+    assert usage_cases.snapshot(tmp_path) == before
+    assert tables_dir.saved(tmp_path) == [checkpoint]
+
+
+def test_overwrite_deletes_reverbs_checkpoints_interrupted_ones_included(tmp_path):
+    saved_checkpoint(tmp_path)
+    saved_checkpoint(tmp_path, "2026-12-05T12:20:00.1+00:00", done=False)  # Killed while Reverb wrote it.
+    tables_dir.check(tmp_path, resume=False, overwrite=True)
+    tables_dir.prepare(tmp_path, overwrite=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupted_checkpoint_alone_is_nothing_to_resume(tmp_path):
+    saved_checkpoint(tmp_path, done=False)
+    with pytest.raises(UsageError, match="holds no saved tables; leave out --resume"):
+        tables_dir.check(tmp_path, resume=True, overwrite=False)
+
+
+@pytest.mark.parametrize("resume, overwrite", [(False, False), (True, False), (False, True)])
+def test_a_directory_holding_anything_else_is_refused_and_kept(tmp_path, resume, overwrite):
+    saved_checkpoint(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine")
+    before = usage_cases.snapshot(tmp_path)
+    with pytest.raises(UsageError, match="holds notes.txt, which is not a Reverb checkpoint; give another"):
+        tables_dir.check(tmp_path, resume=resume, overwrite=overwrite)
+    assert usage_cases.snapshot(tmp_path) == before
+
+
+def test_a_file_both_flags_and_an_uncreatable_directory_are_refused(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UsageError, match="is a file, not a directory"):
+        tables_dir.check(tmp_path / "file", resume=False, overwrite=False)
+    with pytest.raises(UsageError, match="--resume and --overwrite exclude each other"):
+        tables_dir.check(tmp_path, resume=True, overwrite=True)
+    with pytest.raises(UsageError, match="--tables_dir /proc/tables cannot be created"):  # Even for root.
+        tables_dir.prepare(pathlib.Path("/proc/tables"), overwrite=False)
+
+
+def _serve_from(path: pathlib.Path, ready, done) -> None:
+    tables_dir.prepare(path, overwrite=False)
+    ready.set()
+    done.wait(60)
+
+
+def test_a_directory_another_server_serves_from_is_refused(tmp_path):
+    saved_checkpoint(tmp_path)
+    context = multiprocessing.get_context("spawn")
+    ready, done = context.Event(), context.Event()
+    other = context.Process(target=_serve_from, args=(tmp_path, ready, done))
+    other.start()
+    try:
+        assert ready.wait(60)
+        for resume, overwrite in [(True, False), (False, True), (False, False)]:
+            with pytest.raises(UsageError, match="is in use: another Reverb server keeps its tables there"):
+                tables_dir.check(tmp_path, resume=resume, overwrite=overwrite)
+    finally:
+        done.set()
+        other.join(60)
+    tables_dir.check(tmp_path, resume=True, overwrite=False)  # Free once that server has gone.
