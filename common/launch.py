@@ -153,9 +153,9 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         raise UsageError(f"--role {options.role} needs --replay_address HOST:PORT")
     check_tables_dir(agent, options)
     config_class = type(agent.presets[agent.default_preset])
-    if options.resume and options.run_dir and options.role in ("all", "learner"):
-        # The run's own config.json is the base (`config_lib.resume`, below): resolved on a preset
-        # here, the request's overrides would be checked against the wrong one.
+    if options.resume and (options.run_dir and options.role in ("all", "learner") or options.tables_dir):
+        # The run's (or the tables') own config.json is the base (`config_lib.resume`, below): resolved on a
+        # preset here, the request's overrides would be checked against the wrong one.
         config = None
     else:  # A resume without --run_dir finds its run where the same command without --resume trained it.
         config = config_lib.resolve(agent.presets, agent.default_preset, request, what)
@@ -169,13 +169,17 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         if agent.checkpoint_tables:
             serve_tables_from = pathlib.Path(options.tables_dir)
             tables_dir.check(serve_tables_from, resume=options.resume, overwrite=options.overwrite)
+            if options.resume:
+                saved = config_lib.load(config_class, serve_tables_from / tables_dir.CONFIG, "the tables'")
+                config = config_lib.resume(saved, request, agent.presets, what)
         parts = agent.parts()  # TensorFlow and Reverb load here, once the input has passed the checks above.
         from common.reverb import server as reverb_server
 
         if serve_tables_from is not None:
-            tables_dir.prepare(serve_tables_from, overwrite=options.overwrite)
+            tables_dir.prepare(serve_tables_from, config, resume=options.resume, overwrite=options.overwrite)
             print(f"Reverb tables saved in {serve_tables_from} at each of the learner's checkpoints", flush=True)
-        server = reverb_server.make_server(parts.tables(config), options.port, serve_tables_from)
+        checkpoints = serve_tables_from and serve_tables_from / tables_dir.CHECKPOINTS
+        server = reverb_server.make_server(parts.tables(config), options.port, checkpoints)
         if serve_tables_from is not None and options.resume:
             sizes = ", ".join(
                 f"{name} {info.current_size}" for name, info in sorted(server.localhost_client().server_info().items())

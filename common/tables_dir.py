@@ -3,12 +3,16 @@
 With `--role all` an agent that checkpoints its tables (PER's replay) keeps
 them in RUN_DIR/replay. A server on another machine cannot see the learner's
 run directory, so it is given one of its own, `--tables_dir DIR`: each of the
-learner's checkpoints (`Client.checkpoint()`) saves the tables there, as a
-subdirectory Reverb names by its time, keeping the latest only. The same
-contract as a run directory's: a directory holding saved tables is served again
-only with `--resume`, emptied only with `--overwrite`, and one that holds
-anything else is never touched. Nothing here imports Reverb: the checks run
-before TensorFlow loads.
+learner's checkpoints (`Client.checkpoint()`) saves the tables in
+DIR/checkpoints, as a subdirectory Reverb names by its time, keeping the latest
+only (Reverb's checkpointer takes the last name in its directory for the latest,
+so nothing else goes there), beside the config the tables were built from
+(DIR/config.json, written at the first start).
+The same contract as a run directory's: a directory holding saved tables is
+served again only with `--resume`, with its own config (a resumed server may
+change what a resumed run may), emptied only with `--overwrite`, and one that
+holds anything else is never touched. Nothing here imports Reverb: the checks
+run before TensorFlow loads.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ import os
 import pathlib
 import re
 import shutil
+from typing import Any
 
+from common import config as config_lib
 from common import run_dir
 from common.errors import UsageError
 
@@ -27,6 +33,9 @@ _CHECKPOINT_NAME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 _IN_USE = (
     "--tables_dir {path} is in use: another Reverb server keeps its tables there; stop it or give another --tables_dir"
 )
+
+CONFIG = "config.json"  # The config the tables were built from.
+CHECKPOINTS = "checkpoints"  # Reverb's checkpointer's directory.
 
 # The tables directories this process serves, and the descriptors that lock them.
 _HELD: dict[pathlib.Path, int] = {}
@@ -39,9 +48,9 @@ def saved(path: pathlib.Path) -> list[pathlib.Path]:
 
 def _reverbs(path: pathlib.Path) -> list[pathlib.Path]:
     """What Reverb's checkpointer wrote in `path`, interrupted checkpoints included, oldest first."""
-    if not path.is_dir():
+    if not (path / CHECKPOINTS).is_dir():
         return []
-    return sorted(entry for entry in path.iterdir() if entry.is_dir() and _CHECKPOINT_NAME.match(entry.name))
+    return sorted(p for p in (path / CHECKPOINTS).iterdir() if p.is_dir() and _CHECKPOINT_NAME.match(p.name))
 
 
 def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
@@ -50,19 +59,24 @@ def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
         raise UsageError("--resume and --overwrite exclude each other")
     if path.exists() and not path.is_dir():
         raise UsageError(f"--tables_dir {path} is a file, not a directory")
-    if path.is_dir():
-        os.close(
-            run_dir.lock(path.resolve(), _IN_USE)
-        )  # Refused first: another server's tables are not this one's to judge.
+    if path.is_dir() and path.resolve() not in _HELD:  # Refused first: another server's are not this one's to judge.
+        os.close(run_dir.lock(path.resolve(), _IN_USE))
     checkpoints = saved(path)
-    others = sorted(set(path.iterdir()) - set(_reverbs(path))) if path.is_dir() else []
+    others = sorted(set(path.iterdir()) - {path / CHECKPOINTS, path / CONFIG}) if path.is_dir() else []
+    others += sorted(set((path / CHECKPOINTS).iterdir()) - set(_reverbs(path))) if (path / CHECKPOINTS).is_dir() else []
     if others:
         raise UsageError(
-            f"--tables_dir {path} holds {others[0].name}, which is not a Reverb checkpoint; give another --tables_dir"
+            f"--tables_dir {path} holds {others[0].relative_to(path)}, which is not a server's saved tables or "
+            "config; give another --tables_dir"
         )
     if resume and not checkpoints:
         raise UsageError(
             f"--resume: --tables_dir {path} holds no saved tables; leave out --resume to start with empty tables"
+        )
+    if resume and not (path / CONFIG).is_file():
+        raise UsageError(
+            f"--resume: --tables_dir {path} holds no {CONFIG}, the config its tables were built from; "
+            "pass --overwrite to delete them and start empty"
         )
     if checkpoints and not (resume or overwrite):
         raise UsageError(
@@ -75,11 +89,12 @@ def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
             raise UsageError(f"--tables_dir {path} cannot be created: {parent} is not writable")
 
 
-def prepare(path: pathlib.Path, *, overwrite: bool) -> None:
-    """Creates and locks `path` for this process's server; with `overwrite`, deletes the tables saved there.
+def prepare(path: pathlib.Path, config: Any, *, resume: bool, overwrite: bool) -> None:
+    """Creates and locks `path` for this process's server, and saves `config` there unless it `resume`s.
 
-    Call after `check`. A `UsageError` if another process serves from it:
-    two servers saving into one directory would each load the other's tables.
+    Call after `check`. With `overwrite`, deletes the tables saved there. A
+    `UsageError` if another process serves from it: two servers saving into
+    one directory would each load the other's tables.
     """
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -91,3 +106,5 @@ def prepare(path: pathlib.Path, *, overwrite: bool) -> None:
     if overwrite:
         for checkpoint in _reverbs(path):
             shutil.rmtree(checkpoint)
+    if not resume:
+        (path / CONFIG).write_text(config_lib.to_json(config) + "\n")

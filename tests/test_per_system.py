@@ -23,6 +23,7 @@ import usage_cases
 from processes import summary_steps, wait_for
 
 from common import config as config_lib
+from common import tables_dir
 from common.reverb import server as reverb_server
 from per import agent
 from per.config import PerConfig
@@ -212,7 +213,7 @@ def test_a_separate_server_saves_the_replay_in_its_tables_dir_and_serves_it_agai
 
     def serve(*args):
         return subprocess.Popen(
-            [*TRAIN, "--role=server", f"--port={port}", "--preset=toy", f"--tables_dir={tables}", *args], cwd=REPO,
+            [*TRAIN, "--role=server", f"--port={port}", f"--tables_dir={tables}", *args], cwd=REPO,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment, start_new_session=True,
         )  # fmt: skip
 
@@ -224,15 +225,17 @@ def test_a_separate_server_saves_the_replay_in_its_tables_dir_and_serves_it_agai
         assert result.returncode == 0, result.stdout + result.stderr
         return result
 
-    server = serve()
+    server = serve("--preset=toy")
     try:
         learn("--preset=toy", "--frames=3000")
         os.killpg(server.pid, signal.SIGINT)
         server.wait(timeout=60)
-        saved = list(tables.iterdir())
+        saved = tables_dir.saved(tables)
         assert len(saved) == 1 and (saved[0] / "DONE").exists(), saved
         again = run("--role=server", "--preset=toy", f"--tables_dir={tables}", timeout=120)
         usage_cases.assert_one_line_error(again, "pass --resume to serve them, or --overwrite")
+        other = run("--role=server", f"--tables_dir={tables}", "--resume", "--config_override=replay_capacity=5000")
+        usage_cases.assert_one_line_error(other, "saved config: replay_capacity would change from 10000 to 5000")
 
         server = serve("--resume")
         resumed = learn("--resume", "--frames=4000", "--config_override=log_every_s=0.5")

@@ -1,6 +1,7 @@
 """A --role server's --tables_dir keeps a run directory's contract: served again only with --resume,
 emptied only with --overwrite, never touched when it holds anything else or another server serves from it."""
 
+import json
 import multiprocessing
 import pathlib
 
@@ -9,12 +10,15 @@ import usage_cases
 
 from common import tables_dir
 from common.errors import UsageError
+from per.config import PRESETS
 
 CHECKPOINT = "2026-12-05T12:15:48.895482404+00:00"  # How Reverb's checkpointer names one.
 
 
 def saved_checkpoint(directory: pathlib.Path, name: str = CHECKPOINT, done: bool = True) -> pathlib.Path:
-    checkpoint = directory / name
+    (directory / tables_dir.CONFIG).parent.mkdir(parents=True, exist_ok=True)
+    (directory / tables_dir.CONFIG).write_text("{}")
+    checkpoint = directory / tables_dir.CHECKPOINTS / name
     checkpoint.mkdir(parents=True)
     (checkpoint / "tables.tfrecord").write_bytes(b"tables")
     if done:
@@ -44,8 +48,27 @@ def test_overwrite_deletes_reverbs_checkpoints_interrupted_ones_included(tmp_pat
     saved_checkpoint(tmp_path)
     saved_checkpoint(tmp_path, "2026-12-05T12:20:00.1+00:00", done=False)  # Killed while Reverb wrote it.
     tables_dir.check(tmp_path, resume=False, overwrite=True)
-    tables_dir.prepare(tmp_path, overwrite=True)
-    assert list(tmp_path.iterdir()) == []
+    tables_dir.prepare(tmp_path, PRESETS["toy"], resume=False, overwrite=True)
+    assert tables_dir.saved(tmp_path) == [] and list((tmp_path / tables_dir.CHECKPOINTS).iterdir()) == []
+
+
+def test_a_first_start_saves_its_config_and_a_resume_keeps_the_saved_one(tmp_path):
+    tables_dir.prepare(tmp_path / "tables", PRESETS["toy"], resume=False, overwrite=False)
+    assert (
+        json.loads((tmp_path / "tables" / tables_dir.CONFIG).read_text())["replay_capacity"]
+        == PRESETS["toy"].replay_capacity
+    )
+    tables_dir.check(tmp_path / "tables", resume=False, overwrite=False)  # Its config alone: no tables to lose.
+    saved_checkpoint(tmp_path / "resumed")
+    tables_dir.prepare(tmp_path / "resumed", PRESETS["toy"], resume=True, overwrite=False)
+    assert (tmp_path / "resumed" / tables_dir.CONFIG).read_text() == "{}"
+
+
+def test_tables_without_their_config_are_not_resumed(tmp_path):
+    saved_checkpoint(tmp_path)
+    (tmp_path / tables_dir.CONFIG).unlink()
+    with pytest.raises(UsageError, match="holds no config.json, the config its tables were built from"):
+        tables_dir.check(tmp_path, resume=True, overwrite=False)
 
 
 def test_an_interrupted_checkpoint_alone_is_nothing_to_resume(tmp_path):
@@ -55,11 +78,12 @@ def test_an_interrupted_checkpoint_alone_is_nothing_to_resume(tmp_path):
 
 
 @pytest.mark.parametrize("resume, overwrite", [(False, False), (True, False), (False, True)])
-def test_a_directory_holding_anything_else_is_refused_and_kept(tmp_path, resume, overwrite):
+@pytest.mark.parametrize("other", ["notes.txt", "checkpoints/notes.txt"])
+def test_a_directory_holding_anything_else_is_refused_and_kept(tmp_path, resume, overwrite, other):
     saved_checkpoint(tmp_path)
-    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / other).write_text("mine")
     before = usage_cases.snapshot(tmp_path)
-    with pytest.raises(UsageError, match="holds notes.txt, which is not a Reverb checkpoint; give another"):
+    with pytest.raises(UsageError, match=f"holds {other}, which is not a server's saved tables or config; give"):
         tables_dir.check(tmp_path, resume=resume, overwrite=overwrite)
     assert usage_cases.snapshot(tmp_path) == before
 
@@ -71,11 +95,11 @@ def test_a_file_both_flags_and_an_uncreatable_directory_are_refused(tmp_path):
     with pytest.raises(UsageError, match="--resume and --overwrite exclude each other"):
         tables_dir.check(tmp_path, resume=True, overwrite=True)
     with pytest.raises(UsageError, match="--tables_dir /proc/tables cannot be created"):  # Even for root.
-        tables_dir.prepare(pathlib.Path("/proc/tables"), overwrite=False)
+        tables_dir.prepare(pathlib.Path("/proc/tables"), PRESETS["toy"], resume=False, overwrite=False)
 
 
 def _serve_from(path: pathlib.Path, ready, done) -> None:
-    tables_dir.prepare(path, overwrite=False)
+    tables_dir.prepare(path, PRESETS["toy"], resume=True, overwrite=False)
     ready.set()
     done.wait(60)
 
