@@ -5,8 +5,8 @@ them in RUN_DIR/replay. A server on another machine cannot see the learner's
 run directory, so it is given one of its own, `--tables_dir DIR`: each of the
 learner's checkpoints (`Client.checkpoint()`) saves the tables in
 DIR/checkpoints, as a subdirectory Reverb names by its time, keeping the latest
-only (Reverb's checkpointer takes the last name in its directory for the latest,
-so nothing else goes there), beside the config the tables were built from
+only (after each save Reverb's checkpointer deletes every entry of its
+directory but the last by name, a file of ours included), beside the config the tables were built from
 (DIR/config.json, written at the first start).
 The same contract as a run directory's: a directory holding saved tables is
 served again only with `--resume`, with its own config (a resumed server may
