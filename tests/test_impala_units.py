@@ -13,6 +13,7 @@ from test_vtrace import n_step_returns, reference_vtrace
 from common import envs
 from common.errors import UsageError
 from common.reverb import datasets, tables
+from common.reverb import server as reverb_server
 from common.reverb import variables as reverb_variables
 from impala import agent, losses, networks, trajectories
 from impala.actor import Actor
@@ -26,7 +27,7 @@ TOY_SPACE = gym.spaces.Box(0, 1, (10, 5, 1), np.uint8)  # Catch's board.
 
 @pytest.fixture
 def server():
-    server = reverb.Server([tables.queue(trajectories.QUEUE_TABLE, 32)])
+    server = reverb_server.make_server([tables.queue(trajectories.QUEUE_TABLE, 32)])
     yield server
     server.stop()
 
@@ -314,7 +315,7 @@ def test_policy_lag_is_learner_steps_since_the_unrolls_parameters():
 
 @pytest.fixture
 def impala_server():
-    server = reverb.Server([tables.queue(trajectories.QUEUE_TABLE, 64), tables.variables()])
+    server = reverb_server.make_server([tables.queue(trajectories.QUEUE_TABLE, 64), tables.variables()])
     yield server
     server.stop()
 

@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from common import envs
 from common.errors import UsageError
+from common.reverb import server as reverb_server
 from common.reverb import tables
 from common.reverb import variables as reverb_variables
 from impala import agent as impala_agent
@@ -50,7 +51,7 @@ def play():
     made = []
 
     def make(max_episode_length: int = CONFIG.max_replay_episode_steps):
-        server = reverb.Server([
+        server = reverb_server.make_server([
             tables.queue(trajectories.QUEUE_TABLE, 1000), tables.queue(EPISODES_TABLE, 1000),
             tables.queue(REPLAYED_TABLE, 1000), tables.variables(),
         ])  # fmt: skip

@@ -26,6 +26,7 @@ from processes import (
 
 from common.errors import UsageError
 from common.reverb import datasets
+from common.reverb import server as reverb_server
 from impala import trajectories
 from laser import agent
 from laser.config import PRESETS, sweep_members
@@ -85,7 +86,7 @@ def test_members_have_their_own_queue_and_parameters_and_share_the_replay():
 def test_one_replay_holds_every_members_unrolls_and_each_queue_only_its_own():
     config = dataclasses.replace(PRESETS["toy_laser"], unroll_length=3, queue_size=32)
     members = sweep_members(config, 2)
-    server = reverb.Server(agent.sweep_tables(members))
+    server = reverb_server.make_server(agent.sweep_tables(members))
     client = reverb.Client(f"localhost:{server.port}")
     spec = trajectories.step_spec((2,), tf.float32, 3)
     unrolls = 8  # 16 in the replay: more than its minimum size (a replay batch, 14).

@@ -11,6 +11,7 @@ import reverb
 from scipy import stats
 
 from common.errors import UsageError
+from common.reverb import server as reverb_server
 from per import priorities, replay, replay_config
 from per.structures import RankOrder, SumTree
 
@@ -86,7 +87,7 @@ def make_replay():
     made = []
 
     def make(config, **options):
-        server = reverb.Server([replay.table(config)])
+        server = reverb_server.make_server([replay.table(config)])
         made.append((server, replay.PrioritizedReplay(reverb.Client(f"localhost:{server.port}"), config, **options)))
         return made[-1]
 

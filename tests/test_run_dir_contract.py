@@ -22,6 +22,7 @@ import usage_cases
 from common import envs
 from common import run_dir as run_dir_lib
 from common.errors import UsageError
+from common.reverb import server as reverb_server
 from impala.config import PRESETS
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -232,7 +233,7 @@ def test_another_agents_commands_refuse_the_run_by_name_and_keep_it(finished_run
 
 
 def test_a_busy_port_is_one_line(tmp_path):
-    holder = reverb.Server([reverb.Table.queue("q", 1)])  # gRPC would silently share this port.
+    holder = reverb_server.make_server([reverb.Table.queue("q", 1)])  # gRPC would silently share this port.
     usage_cases.assert_one_line_error(run(f"--port={holder.port}", f"--run_dir={tmp_path / 'a'}"), "is already in use")
     holder.stop()
     with socket.socket() as other:

@@ -1073,7 +1073,7 @@ def test_loop_stops_on_a_non_finite_loss_and_keeps_the_last_good_checkpoint(tmp_
 
 def test_one_history_feeds_several_tables_and_n_step_items():
     spec = {"x": tf.TensorSpec((), tf.int32)}
-    srv = reverb.Server([tables.queue("queue", 100), tables.uniform_replay("replay", 100)])
+    srv = server.make_server([tables.queue("queue", 100), tables.uniform_replay("replay", 100)])
     client = reverb.Client(f"localhost:{srv.port}")
     adder = adders.SequenceAdder(client, spec, 2, length=3, period=1, priorities={"queue": 1.0, "replay": 1.0})
     for t in range(5):
@@ -1090,7 +1090,7 @@ def test_one_history_feeds_several_tables_and_n_step_items():
 def test_a_dataset_that_times_out_ends_without_a_short_batch():
     """A learner whose table runs dry mid-batch trains on no batch, not on a smaller one."""
     spec = {"x": tf.TensorSpec((), tf.int32)}
-    srv = reverb.Server([tables.queue("queue", 100)])
+    srv = server.make_server([tables.queue("queue", 100)])
     address = f"localhost:{srv.port}"
     adder = adders.SequenceAdder(reverb.Client(address), spec, 3, length=1, period=1, priorities={"queue": 1.0})
     adder.append({"x": np.array([0, 1, 2])})  # 3 items, one per env.
@@ -1103,7 +1103,9 @@ def test_a_dataset_that_times_out_ends_without_a_short_batch():
 def test_sample_to_insert_ratio_holds_the_replay_ratio():
     """8 samples per insert (PER's 32 per 4 steps), enforced on both sides by the limiter."""
     spec = {"x": tf.TensorSpec((), tf.int32)}
-    srv = reverb.Server([tables.uniform_replay("replay", 1000, min_size=10, samples_per_insert=8.0, error_buffer=16)])
+    srv = server.make_server(
+        [tables.uniform_replay("replay", 1000, min_size=10, samples_per_insert=8.0, error_buffer=16)]
+    )
     address = f"localhost:{srv.port}"
     adder = adders.SequenceAdder(reverb.Client(address), spec, 1, length=1, period=1, priorities={"replay": 1.0})
 
