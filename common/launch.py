@@ -152,6 +152,7 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     if options.role in ("actor", "learner") and not options.replay_address:
         raise UsageError(f"--role {options.role} needs --replay_address HOST:PORT")
     check_tables_dir(agent, options)
+    check_role_flags(agent, options)
     config_class = type(agent.presets[agent.default_preset])
     if options.resume and (options.run_dir and options.role in ("all", "learner") or options.tables_dir):
         # The run's (or the tables') own config.json is the base (`config_lib.resume`, below): resolved on a
@@ -264,6 +265,24 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     os._exit(status)
 
 
+# The flags of a role's own, by the roles that use them; to any other role a `UsageError`, not a silent no-op.
+# (A server's --resume and --overwrite are for its --tables_dir, if its agent checkpoints tables.)
+ROLE_FLAGS = {
+    "run_dir": ("all", "learner"), "resume": ("all", "learner"), "overwrite": ("all", "learner"),
+    "replay_address": ("learner", "actor"), "port": ("all", "server"), "tables_dir": ("server",),
+}  # fmt: skip
+
+
+def check_role_flags(agent: Agent, options: Options) -> None:
+    """A `UsageError` naming the first flag given to a role that does nothing with it."""
+    for name, roles in ROLE_FLAGS.items():
+        if agent.checkpoint_tables and name in ("resume", "overwrite"):
+            roles = (*roles, "server")
+        if getattr(options, name) not in (None, False) and options.role not in roles:
+            accepted = " or ".join(f"--role {role}" for role in roles)
+            raise UsageError(f"--{name} is for {accepted}; --role {options.role} does nothing with it, leave it out")
+
+
 def check_tables_dir(agent: Agent, options: Options) -> None:
     """A `UsageError` unless --tables_dir is given exactly where a server saves the tables a learner checkpoints."""
     if options.tables_dir is None:
@@ -273,14 +292,8 @@ def check_tables_dir(agent: Agent, options: Options) -> None:
                 "tables there, and --resume serves them again"
             )
         return
-    if options.role != "server":
-        if options.role == "all" and agent.checkpoint_tables:
-            raise UsageError(
-                "--tables_dir is for --role server; with --role all the tables are saved in RUN_DIR/replay"
-            )
-        raise UsageError(
-            f"--tables_dir is for --role server, which keeps the tables; leave it out of --role {options.role}"
-        )
+    if options.role == "all" and agent.checkpoint_tables:
+        raise UsageError("--tables_dir is for --role server; with --role all the tables are saved in RUN_DIR/replay")
     if not agent.checkpoint_tables:
         raise UsageError(f"--tables_dir: {agent.name}'s checkpoints do not include its Reverb tables; leave it out")
 

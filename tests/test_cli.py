@@ -180,6 +180,8 @@ def test_training_refuses_bad_input_before_loading_tensorflow(module, tmp_path):
         ["--preset=nope"], ["--config_override=nope=1"], ["--frames=abc"], ["--env=minatar:nope"], ["--seed=-1"],
         [f"--run_dir={existing}"], [f"--run_dir={empty}", "--resume"], ["--role=learner"],
         ["--role=actor", "--replay_address=localhost:1", "--config_override=nope=1"],
+        ["--role=actor", "--replay_address=localhost:1", f"--run_dir={existing}"],
+        ["--role=learner", "--replay_address=localhost:1", "--tables_dir=t"],
     ]  # fmt: skip
     result = run(sys.executable, "-c", _CHECK_BEFORE_TENSORFLOW, module, json.dumps(cases))
     assert result.returncode == 0, result.stderr

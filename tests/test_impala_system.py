@@ -123,7 +123,6 @@ BAD_INPUT = [
     (["--config_override=seed=4294967296"], "seed=4294967296: must be in [0, 2147483647]"),
     (["--config_override=log_every_s=0"], "log_every_s=0.0: must be > 0 seconds"),
     (["--config_override=rmsprop_decay=1"], "rmsprop_decay=1.0: must be in [0, 1)"),
-    (["--role=server", "--tables_dir=tables"], "impala's checkpoints do not include its Reverb tables"),
 ]
 # Each in a process of its own, as a user runs it: the flag parser's error, and
 # the two that fail only once the run has started its stderr filter and
@@ -133,6 +132,31 @@ OWN_PROCESS = {
     ("--role=learner", "--replay_address=localhost:1", "--connect_timeout_s=2"),
     ("--role=learner", "--replay_address=nowhere", "--connect_timeout_s=1"),
 }
+
+
+# A flag its role does nothing with: given without the harness's --run_dir, which the server and actor refuse.
+ROLE_INPUT = [
+    (["--role=server", "--tables_dir=tables"], "impala's checkpoints do not include its Reverb tables; leave it out"),
+    (["--role=server", "--resume"], "--resume is for --role all or --role learner; --role server does nothing"),
+    (["--role=server", "--run_dir=run"], "--run_dir is for --role all or --role learner; --role server does"),
+    (["--role=actor", "--replay_address=localhost:1", "--overwrite"], "--overwrite is for --role all or --role"),
+    (["--replay_address=localhost:1"], "--replay_address is for --role learner or --role actor; --role all does"),
+    (["--role=learner", "--replay_address=localhost:1", "--port=8000"], "--port is for --role all or --role server"),
+]
+
+
+@pytest.fixture(scope="module")
+def roles_in_one_process(tmp_path_factory) -> dict[tuple[str, ...], tuple[usage_cases.Outcome, pathlib.Path]]:
+    cases = [tuple(args) for args, _ in ROLE_INPUT]
+    directory = tmp_path_factory.mktemp("role_input")
+    return usage_cases.run_cases("impala.train", cases, directory, first=TRAIN[3:], run_dir_flag=False)
+
+
+@pytest.mark.parametrize("args, fragment", ROLE_INPUT)
+def test_a_flag_its_role_does_nothing_with_is_one_line_and_exit_2(roles_in_one_process, args, fragment):
+    """Silently ignored before: e.g. a server's --resume, an actor's --run_dir, a learner's --port."""
+    usage_cases.assert_one_line_error(roles_in_one_process[tuple(args)][0], fragment)
+    assert not (REPO / "tables").exists() and not (REPO / "run").exists()
 
 
 @pytest.fixture(scope="module")

@@ -279,14 +279,32 @@ BAD_INPUT = [
     (["--config_override=rmsprop_momentum=-1"], "rmsprop_momentum=-1.0: must be in [0, 1)"),
     (["--config_override=rmsprop_epsilon=0"], "rmsprop_epsilon=0.0: must be > 0"),
     (["--preset=minatar_ddqn", "--config_override=alpha=0.5"], "alpha=0.5 with replay=uniform"),
-    (["--role=server"], "per's --role server needs --tables_dir DIR"),
     (["--tables_dir=tables"], "with --role all the tables are saved in RUN_DIR/replay"),
-    (["--role=learner", "--replay_address=localhost:1", "--tables_dir=tables"], "leave it out of --role learner"),
-    (["--role=server", "--tables_dir=no_tables", "--resume"], "--tables_dir no_tables holds no saved tables"),
 ]
 # Each in a process of its own, as a user runs it: a `UsageError` and the flag
 # parser's error. The others share one process (`in_one_process`).
 OWN_PROCESS = {("--config_override=replay=sorted",), ("--preset=atari_ddqn_sorted",)}
+
+
+# The server's flags: given without the harness's --run_dir, which a server refuses.
+ROLE_INPUT = [
+    (["--role=server"], "per's --role server needs --tables_dir DIR"),
+    (["--role=learner", "--replay_address=localhost:1", "--tables_dir=tables"], "--tables_dir is for --role server;"),
+    (["--role=server", "--tables_dir=no_tables", "--resume"], "--tables_dir no_tables holds no saved tables"),
+    (["--role=actor", "--replay_address=localhost:1", "--resume"], "--resume is for --role all or --role learner or"),
+]
+
+
+@pytest.fixture(scope="module")
+def roles_in_one_process(tmp_path_factory) -> dict[tuple[str, ...], tuple[usage_cases.Outcome, pathlib.Path]]:
+    cases = [tuple(args) for args, _ in ROLE_INPUT]
+    return usage_cases.run_cases("per.train", cases, tmp_path_factory.mktemp("role_input"), run_dir_flag=False)
+
+
+@pytest.mark.parametrize("args, fragment", ROLE_INPUT)
+def test_a_role_flag_is_one_line_exit_2_and_creates_nothing(roles_in_one_process, args, fragment):
+    usage_cases.assert_one_line_error(roles_in_one_process[tuple(args)][0], fragment)
+    assert not (REPO / "tables").exists() and not (REPO / "no_tables").exists()
 
 
 @pytest.fixture(scope="module")
