@@ -239,6 +239,8 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     else:
         address = options.replay_address
     client = None if tables_in_run_dir else reverb_server.connect(address, options.connect_timeout_s)
+    if options.role == "learner":
+        reverb_server.check_served(parts.tables(config), client, address)
     with run_dir.starting(directory, config, resume=options.resume, overwrite=options.overwrite):
         if tables_in_run_dir:
             # Only now: --overwrite has removed an old run's tables, --resume loads its own.
@@ -257,7 +259,16 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     print(f"run directory {directory}; Reverb at {address}", flush=True)
     if options.role == "learner" and record.index:
         print(f"start {record.index} of this run: start its actors with --segment={record.index}", flush=True)
-    status = loop.run(learner, directory, loop.settings(config), record, actors)
+    resume_command = None
+    if options.role == "learner":
+        resume_command = (
+            f"python -m {agent.module} --role learner --replay_address {address} --run_dir {directory} --resume"
+        )
+        # Reverb's calls wait forever on a vanished server: the learner says so and stops (its last checkpoint kept).
+        gone = f"stopping (the run keeps its last checkpoint); once the server is back, continue with {resume_command}"
+        watchdog = (client, "learner", options.connect_timeout_s, gone, address)
+        threading.Thread(target=exit_when_server_gone, args=watchdog, daemon=True).start()
+    status = loop.run(learner, directory, loop.settings(config), record, actors, resume_command)
     sys.stdout.flush()
     native_log.flush()
     # Reverb's in-process server and dataset threads do not always tear down
@@ -292,6 +303,8 @@ def check_tables_dir(agent: Agent, options: Options) -> None:
                 "tables there, and --resume serves them again"
             )
         return
+    if not options.tables_dir.strip():
+        raise UsageError("--tables_dir is empty: give a directory for the server's tables")
     if options.role == "all" and agent.checkpoint_tables:
         raise UsageError("--tables_dir is for --role server; with --role all the tables are saved in RUN_DIR/replay")
     if not agent.checkpoint_tables:
@@ -340,11 +353,27 @@ def run_actor(parts: Parts, config: Any, options: Options) -> None:
     # stops it); one started by hand stops at once: it holds nothing to save.
     signal.signal(signal.SIGINT, lambda signum, _: stop_actor(name, signum))
     client = reverb_server.connect(options.replay_address, options.connect_timeout_s)
+    reverb_server.check_served(parts.tables(config), client, options.replay_address)
+    print(f"{name}: acting into the Reverb server at {options.replay_address}", flush=True)
     threading.Thread(target=exit_when_server_gone, args=(client, name, ACTOR_PATIENCE_S), daemon=True).start()
-    try:
-        parts.actor(config, client, actor_seed(config.seed, options))
-    except (reverb.errors.ReverbError, RuntimeError) as error:  # The server went away.
-        print(f"{name}: stopping, Reverb server gone ({type(error).__name__})", file=sys.stderr)
+    failed: list[BaseException] = []
+
+    def act() -> None:
+        try:
+            parts.actor(config, client, actor_seed(config.seed, options))
+        except (reverb.errors.ReverbError, RuntimeError) as error:  # The server went away.
+            print(f"{name}: stopping, Reverb server gone ({type(error).__name__})", file=sys.stderr)
+        except BaseException as error:  # Raised again in the main thread, as if it had acted there.
+            failed.append(error)
+
+    # The main thread only waits, a second at a time: Python runs the Ctrl-C handler in the main thread between
+    # calls, and a main thread blocked in a Reverb insert (its learner finished, say) never ran it.
+    worker = threading.Thread(target=act, name=name, daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(1.0)
+    if failed:
+        raise failed[0]
 
 
 def stop_actor(name: str, signum: int) -> None:
@@ -358,25 +387,42 @@ def actor_seed(seed: int, options: Options) -> int:
     return int(np.random.SeedSequence(entropy).generate_state(1)[0] % 2**31)
 
 
-def exit_when_server_gone(client: reverb.Client, name: str, patience_s: float, period_s: float = 5.0) -> None:
-    """Ends this process once the server has been unreachable for `patience_s`.
+def exit_when_server_gone(
+    client: reverb.Client,
+    name: str,
+    patience_s: float,
+    then: str = "exiting",
+    address: str | None = None,
+    period_s: float = 5.0,
+) -> None:
+    """Ends this process (status 1) once the server has been unreachable for `patience_s`, saying `then`.
 
     Reverb's writers retry a lost server forever, so without this an actor
     whose learner died (or a finished multi-machine run) would never exit.
+    With `address`, reachable means its port accepts a connection: a server
+    busy for minutes (saving a large replay for a learner's checkpoint) may
+    answer no call meanwhile, where one that has gone refuses at once.
     """
     import reverb
 
     unreachable_since = None
     while True:
         time.sleep(period_s)
-        try:
-            client.server_info(timeout=int(period_s))
+        if address is not None:
+            reachable = ports.accepts_connections(address, period_s)
+        else:
+            try:
+                client.server_info(timeout=int(period_s))
+                reachable = True
+            except (reverb.errors.ReverbError, RuntimeError, ValueError):
+                reachable = False
+        if reachable:
             unreachable_since = None
-        except (reverb.errors.ReverbError, RuntimeError, ValueError):
-            unreachable_since = unreachable_since or time.monotonic()
-            if time.monotonic() - unreachable_since >= patience_s:
-                print(f"{name}: Reverb server unreachable for {patience_s:.0f}s; exiting", flush=True)
-                os._exit(1)
+            continue
+        unreachable_since = unreachable_since or time.monotonic()
+        if time.monotonic() - unreachable_since >= patience_s:
+            print(f"{name}: Reverb server unreachable for {patience_s:.0f}s; {then}", file=sys.stderr, flush=True)
+            os._exit(1)
 
 
 class ActorSupervisor:

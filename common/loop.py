@@ -97,9 +97,17 @@ def _entry_point() -> str:
 
 
 def run(
-    learner: Learner, directory: pathlib.Path, config: Settings, record: run_dir.RunRecord, actors: Actors | None = None
+    learner: Learner,
+    directory: pathlib.Path,
+    config: Settings,
+    record: run_dir.RunRecord,
+    actors: Actors | None = None,
+    resume_command: str | None = None,
 ) -> int:
-    """Trains until the budget or a stop request; returns the process exit status."""
+    """Trains until the budget or a stop request; returns the process exit status.
+
+    `resume_command`: how to continue the run, said when it stops (default: this command, --run_dir, --resume).
+    """
     checkpoint = tf.train.Checkpoint(**learner.state())
     manager = tf.train.CheckpointManager(checkpoint, directory / "checkpoints", max_to_keep=3)
     if manager.latest_checkpoint:
@@ -156,7 +164,7 @@ def run(
                 _log(progress, learner, metrics, episodes, writer)  # Log and TensorBoard end where the run did.
             save()
             if received:
-                resume = f"continue with {_entry_point()}--run_dir {directory} --resume"
+                resume = f"continue with {resume_command or f'{_entry_point()}--run_dir {directory} --resume'}"
                 print(f"interrupted: saved checkpoint at step {learner.steps}; {resume}", flush=True)
                 status = 128 + received[0]
             else:

@@ -69,6 +69,8 @@ def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
             f"--tables_dir {path} holds {others[0].relative_to(path)}, which is not a server's saved tables or "
             "config; give another --tables_dir"
         )
+    if resume and not path.exists():
+        raise UsageError(f"--resume: --tables_dir {path} does not exist; leave out --resume to start with empty tables")
     if resume and not checkpoints:
         raise UsageError(
             f"--resume: --tables_dir {path} holds no saved tables; leave out --resume to start with empty tables"

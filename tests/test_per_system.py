@@ -13,9 +13,11 @@ import json
 import os
 import pathlib
 import re
+import select
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import reverb
@@ -207,6 +209,7 @@ def test_a_separate_server_saves_the_replay_in_its_tables_dir_and_serves_it_agai
     replay into a temporary directory of the server's that nothing read or removed.
     """
     port = 21000 + os.getpid() % 1000
+    quiet = {"cwd": REPO, "capture_output": True, "text": True, "timeout": 120}
     tables, run_dir, temporary = tmp_path / "tables", tmp_path / "run", tmp_path / "tmp"
     temporary.mkdir()
     environment = {**os.environ, "TMPDIR": str(temporary)}
@@ -227,6 +230,12 @@ def test_a_separate_server_saves_the_replay_in_its_tables_dir_and_serves_it_agai
 
     server = serve("--preset=toy")
     try:
+        learner = [*TRAIN, "--role=learner", f"--replay_address=localhost:{port}", f"--run_dir={run_dir}"]
+        other = subprocess.run([*learner, "--preset=toy", "--config_override=alpha=0.3"], **quiet, env=environment)
+        usage_cases.assert_one_line_error(
+            other, "built table 'replay' with sampler prioritized { priority_exponent: 0.6"
+        )
+        assert not run_dir.exists()  # Before: it trained, α 0.6 sampling while its config.json said 0.3.
         learn("--preset=toy", "--frames=3000")
         os.killpg(server.pid, signal.SIGINT)
         server.wait(timeout=60)
@@ -286,12 +295,80 @@ BAD_INPUT = [
 OWN_PROCESS = {("--config_override=replay=sorted",), ("--preset=atari_ddqn_sorted",)}
 
 
+@pytest.mark.slow
+def test_a_separate_learner_stops_when_interrupted_or_its_server_goes_and_says_how_to_continue(tmp_path):
+    """A new user's trial: a learner whose server went away hung for good, deaf to Ctrl-C and SIGTERM, and an
+    interrupted learner's hint (`--run_dir R --resume`) resumed it as --role all, with an empty replay."""
+    port = 22000 + os.getpid() % 1000
+    run_dir = tmp_path / "run"
+    resume = f"continue with python -m per.train --role learner --replay_address localhost:{port} --run_dir {run_dir}"
+
+    def start(*args):
+        return subprocess.Popen(
+            [*TRAIN, *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+
+    server = start("--role=server", f"--port={port}", "--preset=toy", f"--tables_dir={tmp_path / 'tables'}")
+    learner_args = ["--role=learner", f"--replay_address=localhost:{port}", f"--run_dir={run_dir}"]
+    learner = start(*learner_args, "--preset=toy", "--frames=1000000")
+    try:
+        wait_for(lambda: episode_rows(run_dir) > 0, what="the learner to play")
+        learner.send_signal(signal.SIGINT)
+        output, _ = learner.communicate(timeout=120)
+        assert learner.returncode == 130 and resume in output, output
+
+        played = episode_rows(run_dir)
+        learner = start(*learner_args, "--resume", "--connect_timeout_s=5")
+        wait_for(lambda: episode_rows(run_dir) > played, what="the resumed learner to play")
+        os.killpg(server.pid, signal.SIGKILL)
+        gone = time.monotonic()
+        _, stderr = learner.communicate(timeout=120)
+        assert learner.returncode == 1, stderr
+        assert time.monotonic() - gone < 30, "the learner waited on a vanished server"
+        assert "Reverb server unreachable for 5s; stopping (the run keeps its last checkpoint)" in stderr, stderr
+        assert resume in stderr, stderr
+    finally:
+        for process in (server, learner):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_hand_started_actor_blocked_in_reverb_stops_on_ctrl_c(tmp_path):
+    """An actor waiting in a Reverb call (a learner's parameters, or a rate limiter with no learner sampling)
+    never ran Python's Ctrl-C handler: a new user's SIGINT was lost until SIGTERM."""
+    port = 23000 + os.getpid() % 1000
+    server = subprocess.Popen(
+        [*TRAIN, "--role=server", f"--port={port}", "--preset=toy", f"--tables_dir={tmp_path / 'tables'}"],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    actor = subprocess.Popen(
+        [*TRAIN, "--role=actor", f"--replay_address=localhost:{port}", "--preset=toy"], cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert select.select([actor.stdout], [], [], 120)[0], "the actor said nothing"
+        assert actor.stdout.readline() == f"actor 0: acting into the Reverb server at localhost:{port}\n"
+        time.sleep(5)  # Blocked in Reverb: on the learner's first parameters, which never come.
+        actor.send_signal(signal.SIGINT)
+        signalled = time.monotonic()
+        _, stderr = actor.communicate(timeout=60)
+        assert actor.returncode == 130 and "actor 0: stopped by SIGINT" in stderr, stderr
+        assert time.monotonic() - signalled < 10
+    finally:
+        for process in (server, actor):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
 # The server's flags: given without the harness's --run_dir, which a server refuses.
 ROLE_INPUT = [
     (["--role=server"], "per's --role server needs --tables_dir DIR"),
     (["--role=learner", "--replay_address=localhost:1", "--tables_dir=tables"], "--tables_dir is for --role server;"),
-    (["--role=server", "--tables_dir=no_tables", "--resume"], "--tables_dir no_tables holds no saved tables"),
     (["--role=actor", "--replay_address=localhost:1", "--resume"], "--resume is for --role all or --role learner or"),
+    (["--role=server", "--tables_dir="], "--tables_dir is empty: give a directory"),
+    (["--role=server", "--tables_dir=no_tables", "--resume"], "--tables_dir no_tables does not exist"),
 ]
 
 

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import signal
 import socket
 import subprocess
@@ -1131,6 +1132,33 @@ def test_a_busy_port_is_refused():
         port = holder.getsockname()[1]
         with pytest.raises(UsageError, match=f"--port={port} is already in use"):
             server.make_server([tables.variables()], port)
+
+
+def test_a_role_is_refused_a_server_whose_tables_another_config_built():
+    """A learner with another alpha trained against its server's (its config.json saying one, the table
+    sampling with the other); one with another batch size waited forever on the server's rate limiter."""
+    from per import agent as per_agent
+    from per.config import PRESETS as PER_PRESETS
+
+    toy = PER_PRESETS["toy"]
+    srv = server.make_server(per_agent.agent_tables(toy))
+    client = reverb.Client(f"localhost:{srv.port}")
+    try:
+        server.check_served(per_agent.agent_tables(toy), client, "A:1")
+        server.check_served(per_agent.agent_tables(dataclasses.replace(toy, num_actors=2, seed=9)), client, "A:1")
+        cases = [
+            ({"alpha": 0.3}, "built table 'replay' with sampler prioritized { priority_exponent: 0.6 }, this "
+             "process's config with prioritized { priority_exponent: 0.3 }"),
+            ({"replay_capacity": 5000}, "built table 'replay' with max_size 10000, this process's config with 5000"),
+            ({"batch_size": 16}, "built table 'replay' with samples_per_insert 16.0, this process's config with 8.0"),
+        ]  # fmt: skip
+        for change, message in cases:
+            with pytest.raises(UsageError, match=re.escape(message)):
+                server.check_served(per_agent.agent_tables(dataclasses.replace(toy, **change)), client, "A:1")
+        with pytest.raises(UsageError, match=r"has no table 'unrolls' \(it has episodes, params, replay\)"):
+            server.check_served([reverb.Table.queue("unrolls", 4)], client, "A:1")
+    finally:
+        srv.stop()
 
 
 def test_a_server_without_checkpoints_leaves_no_temporary_directory(tmp_path, monkeypatch):

@@ -24,3 +24,13 @@ def check_port_free(port: int) -> None:
             if error.errno in (97, 99):  # No IPv6 on this machine: the IPv4 probe decides.
                 continue
             raise UsageError(f"--port={port} is already in use; choose a free port or omit --port") from None
+
+
+def accepts_connections(address: str, timeout_s: float) -> bool:
+    """Whether a TCP connection to `address` (HOST:PORT) opens within `timeout_s`."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return True
+    except OSError:
+        return False

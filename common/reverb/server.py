@@ -65,3 +65,40 @@ def connect(address: str, timeout_s: float) -> reverb.Client:
                 print(f"waiting for the Reverb server at {address} (up to {timeout_s:.0f}s)", flush=True)
                 said = True
             time.sleep(0.5)
+
+
+def check_served(tables: Sequence[reverb.Table], client: reverb.Client, address: str) -> None:
+    """A `UsageError` unless the server at `address` holds `tables` as this process's config builds them.
+
+    A learner or actor started from another config than its server's would
+    otherwise wait forever on a rate limiter built for another batch, or
+    sample with another alpha than its config.json records. Compared: what a
+    table's config sets (capacity, selectors, rate limiter), not its contents.
+    """
+    served = client.server_info(timeout=30)
+    for table in tables:
+        name = table.info.name
+        if name not in served:
+            raise UsageError(
+                f"the Reverb server at {address} has no table {name!r} (it has {', '.join(sorted(served))}); start "
+                "it and this process from one config"
+            )
+        wanted, got = _settings(table.info), _settings(served[name])
+        for key, value in wanted.items():
+            if got[key] != value:
+                raise UsageError(
+                    f"the Reverb server at {address} built table {name!r} with {key} {got[key]}, this process's "
+                    f"config with {value}; start the server and this process from one config (the learner's "
+                    "RUN_DIR/config.json, or the server's --tables_dir config.json)"
+                )
+
+
+def _settings(info: reverb.TableInfo) -> dict[str, object]:
+    """What a table's config sets, by name; the rate limiter's counts and the contents left out."""
+    limiter = info.rate_limiter_info
+    return {
+        "max_size": info.max_size, "max_times_sampled": info.max_times_sampled,
+        "sampler": " ".join(str(info.sampler_options).split()), "remover": " ".join(str(info.remover_options).split()),
+        "samples_per_insert": limiter.samples_per_insert, "min_size_to_sample": limiter.min_size_to_sample,
+        "min_diff": limiter.min_diff, "max_diff": limiter.max_diff,
+    }  # fmt: skip
