@@ -257,8 +257,14 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
             agent.module, directory / "config.json", address, config.num_actors, directory, record.index
         )  # fmt: skip
     print(f"run directory {directory}; Reverb at {address}", flush=True)
-    if options.role == "learner" and record.index:
-        print(f"start {record.index} of this run: start its actors with --segment={record.index}", flush=True)
+    if options.role == "learner" and getattr(config, "num_actors", 0):
+        # Its actors are not this process's to start: say how, so that "replay 0" reads as waiting for them.
+        segment = f" --segment={record.index}" if record.index else ""
+        print(
+            f"this learner's {config.num_actors} actor(s): start each on its own machine with python -m {agent.module} "
+            f"--role actor --replay_address {address} --config {directory / 'config.json'} --actor_id I{segment} "
+            f"(I from 0 to {config.num_actors - 1})", flush=True,
+        )  # fmt: skip
     resume_command = None
     if options.role == "learner":
         resume_command = (
