@@ -87,6 +87,7 @@ class Options:
     segment: int = 0
     connect_timeout_s: float = 30.0
     tables_dir: Optional[str] = None
+    continue_with: Optional[str] = None
 
 
 def define_flags(agent_name: str, presets: Mapping[str, Any], default_preset: str) -> None:
@@ -124,6 +125,10 @@ def define_flags(agent_name: str, presets: Mapping[str, Any], default_preset: st
         "tables_dir", None, "Server role of an agent whose checkpoints include its Reverb tables (PER): where the "
         "server saves them at each of the learner's checkpoints; --resume serves them again.",
     )  # fmt: skip
+    flags.DEFINE_string(
+        "continue_with", None, "Learner role, set by a driver that starts the learner and its actors "
+        "(laser.sweep): the command that continues the run, said in place of the learner's own.",
+    )  # fmt: skip
 
 
 def from_flags(values: flags.FlagValues) -> tuple[config_lib.Request, Options]:
@@ -141,7 +146,7 @@ def from_flags(values: flags.FlagValues) -> tuple[config_lib.Request, Options]:
         role=values.role, run_dir=given("run_dir"), resume=values.resume, overwrite=values.overwrite,
         replay_address=given("replay_address"), port=given("port"), actor_id=values.actor_id,
         incarnation=values.incarnation, segment=values.segment, connect_timeout_s=values.connect_timeout_s,
-        tables_dir=given("tables_dir"),
+        tables_dir=given("tables_dir"), continue_with=given("continue_with"),
     )  # fmt: skip
     return request, options
 
@@ -166,28 +171,7 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         run_actor(agent.parts(), config, options)
         return
     if options.role == "server":
-        serve_tables_from = None
-        if agent.checkpoint_tables:
-            serve_tables_from = pathlib.Path(options.tables_dir)
-            tables_dir.check(serve_tables_from, resume=options.resume, overwrite=options.overwrite)
-            if options.resume:
-                saved = config_lib.load(config_class, serve_tables_from / tables_dir.CONFIG, "the tables'")
-                config = config_lib.resume(saved, request, agent.presets, what)
-        parts = agent.parts()  # TensorFlow and Reverb load here, once the input has passed the checks above.
-        from common.reverb import server as reverb_server
-
-        if serve_tables_from is not None:
-            tables_dir.prepare(serve_tables_from, config, resume=options.resume, overwrite=options.overwrite)
-            print(f"Reverb tables saved in {serve_tables_from} at each of the learner's checkpoints", flush=True)
-        checkpoints = serve_tables_from and serve_tables_from / tables_dir.CHECKPOINTS
-        server = reverb_server.make_server(parts.tables(config), options.port, checkpoints)
-        if serve_tables_from is not None and options.resume:
-            sizes = ", ".join(
-                f"{name} {info.current_size}" for name, info in sorted(server.localhost_client().server_info().items())
-            )
-            print(f"serving the tables saved in {tables_dir.saved(serve_tables_from)[-1]}: {sizes} items", flush=True)
-        print(f"Reverb server listening on port {server.port} (all interfaces; keep it on a private network)")
-        server.wait()
+        run_server(agent, request, options, config)
         return
     directory = pathlib.Path(options.run_dir or default_run_dir(agent, request, config))
     run_dir.check(directory, resume=options.resume, overwrite=options.overwrite)
@@ -240,7 +224,7 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         address = options.replay_address
     client = None if tables_in_run_dir else reverb_server.connect(address, options.connect_timeout_s)
     if options.role == "learner":
-        reverb_server.check_served(parts.tables(config), client, address)
+        reverb_server.check_served(parts.tables(config), client, address, one_config(agent))
     with run_dir.starting(directory, config, resume=options.resume, overwrite=options.overwrite):
         if tables_in_run_dir:
             # Only now: --overwrite has removed an old run's tables, --resume loads its own.
@@ -257,22 +241,12 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
             agent.module, directory / "config.json", address, config.num_actors, directory, record.index
         )  # fmt: skip
     print(f"run directory {directory}; Reverb at {address}", flush=True)
-    if options.role == "learner" and getattr(config, "num_actors", 0):
-        # Its actors are not this process's to start: say how, so that "replay 0" reads as waiting for them.
-        segment = f" --segment={record.index}" if record.index else ""
-        print(
-            f"this learner's {config.num_actors} actor(s): start each on its own machine with python -m {agent.module} "
-            f"--role actor --replay_address {address} --config {directory / 'config.json'} --actor_id I{segment} "
-            f"(I from 0 to {config.num_actors - 1})", flush=True,
-        )  # fmt: skip
     resume_command = None
     if options.role == "learner":
-        resume_command = (
-            f"python -m {agent.module} --role learner --replay_address {address} --run_dir {directory} --resume"
-        )
-        # Reverb's calls wait forever on a vanished server: the learner says so and stops (its last checkpoint kept).
+        resume_command = options.continue_with or learner_hints(agent, options, config, address, directory, record)
         gone = f"stopping (the run keeps its last checkpoint); once the server is back, continue with {resume_command}"
-        watchdog = (client, "learner", options.connect_timeout_s, gone, address)
+        # Reverb's calls wait forever on a vanished server: the learner says so and stops (its last checkpoint kept).
+        watchdog = (address, "learner", options.connect_timeout_s, gone)
         threading.Thread(target=exit_when_server_gone, args=watchdog, daemon=True).start()
     status = loop.run(learner, directory, loop.settings(config), record, actors, resume_command)
     sys.stdout.flush()
@@ -282,11 +256,43 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     os._exit(status)
 
 
+def run_server(agent: Agent, request: config_lib.Request, options: Options, config: Any) -> None:
+    """The server role: the agent's tables until the process is stopped; kept in --tables_dir if it has them.
+
+    `config` is the request's; None where --resume serves the tables with the config they were built from.
+    """
+    tables_from = pathlib.Path(options.tables_dir) if agent.checkpoint_tables else None
+    if tables_from is not None:
+        tables_dir.check(tables_from, resume=options.resume, overwrite=options.overwrite)
+        if options.resume:
+            saved = config_lib.load(
+                type(agent.presets[agent.default_preset]), tables_from / tables_dir.CONFIG, "the tables'"
+            )
+            config = config_lib.resume(saved, request, agent.presets, f"{agent.name} config")
+    parts = agent.parts()  # TensorFlow and Reverb load here, once the input has passed the checks above.
+    from common.reverb import server as reverb_server
+
+    tables = parts.tables(config)
+    checkpoints = None
+    if tables_from is not None:
+        tables_dir.prepare(tables_from, config, resume=options.resume, overwrite=options.overwrite)
+        checkpoints = tables_from / tables_dir.CHECKPOINTS
+        print(f"Reverb tables saved in {tables_from} at each of the learner's checkpoints", flush=True)
+    server = reverb_server.make_server(tables, options.port, checkpoints)
+    if tables_from is not None and options.resume:
+        served = sorted(server.localhost_client().server_info().items())
+        sizes = ", ".join(f"{name} {info.current_size}" for name, info in served)
+        print(f"serving the tables saved in {tables_dir.saved(tables_from)[-1]}: {sizes} items", flush=True)
+    print(f"Reverb server listening on port {server.port} (all interfaces; keep it on a private network)")
+    server.wait()
+
+
 # The flags of a role's own, by the roles that use them; to any other role a `UsageError`, not a silent no-op.
 # (A server's --resume and --overwrite are for its --tables_dir, if its agent checkpoints tables.)
 ROLE_FLAGS = {
     "run_dir": ("all", "learner"), "resume": ("all", "learner"), "overwrite": ("all", "learner"),
     "replay_address": ("learner", "actor"), "port": ("all", "server"), "tables_dir": ("server",),
+    "continue_with": ("learner",),
 }  # fmt: skip
 
 
@@ -295,7 +301,8 @@ def check_role_flags(agent: Agent, options: Options) -> None:
     for name, roles in ROLE_FLAGS.items():
         if agent.checkpoint_tables and name in ("resume", "overwrite"):
             roles = (*roles, "server")
-        if getattr(options, name) not in (None, False) and options.role not in roles:
+        value = getattr(options, name)
+        if value is not None and value is not False and options.role not in roles:  # Not `if value`: --port=0.
             accepted = " or ".join(f"--role {role}" for role in roles)
             raise UsageError(f"--{name} is for {accepted}; --role {options.role} does nothing with it, leave it out")
 
@@ -315,6 +322,30 @@ def check_tables_dir(agent: Agent, options: Options) -> None:
         raise UsageError("--tables_dir is for --role server; with --role all the tables are saved in RUN_DIR/replay")
     if not agent.checkpoint_tables:
         raise UsageError(f"--tables_dir: {agent.name}'s checkpoints do not include its Reverb tables; leave it out")
+
+
+def learner_hints(
+    agent: Agent, options: Options, config: Any, address: str, directory: pathlib.Path, record: run_dir.RunRecord
+) -> str:
+    """Says how to start a hand-started learner's actors; returns the command that continues it."""
+    if getattr(config, "num_actors", 0):
+        # Its actors are not this process's to start: said, so that "replay 0" reads as waiting for them.
+        segment = f" --segment={record.index}" if record.index else ""
+        print(
+            f"this learner's {config.num_actors} actor(s): start each on its own machine with python -m {agent.module} "
+            f"--role actor --replay_address {address} --config {directory / 'config.json'} --actor_id I{segment} "
+            f"(I from 0 to {config.num_actors - 1})", flush=True,
+        )  # fmt: skip
+    command = f"python -m {agent.module} --role learner --replay_address {address} --run_dir {directory} --resume"
+    if agent.checkpoint_tables:  # Else the resumed learner samples an empty replay.
+        command += " (its server started again with --tables_dir DIR --resume)"
+    return command
+
+
+def one_config(agent: Agent) -> str:
+    """What a role whose server's tables another config built is told to do."""
+    saved = " or the server's --tables_dir config.json" if agent.checkpoint_tables else ""
+    return f"start the server and this process from one config (the learner's RUN_DIR/config.json{saved})"
 
 
 def use_threads(config: Any) -> None:
@@ -359,9 +390,15 @@ def run_actor(parts: Parts, config: Any, options: Options) -> None:
     # stops it); one started by hand stops at once: it holds nothing to save.
     signal.signal(signal.SIGINT, lambda signum, _: stop_actor(name, signum))
     client = reverb_server.connect(options.replay_address, options.connect_timeout_s)
-    reverb_server.check_served(parts.tables(config), client, options.replay_address)
+    reverb_server.check_served(
+        parts.tables(config),
+        client,
+        options.replay_address,
+        "start the server and this actor from one config (its learner's RUN_DIR/config.json)",
+    )
     print(f"{name}: acting into the Reverb server at {options.replay_address}", flush=True)
-    threading.Thread(target=exit_when_server_gone, args=(client, name, ACTOR_PATIENCE_S), daemon=True).start()
+    watchdog = (options.replay_address, name, ACTOR_PATIENCE_S, "exiting")
+    threading.Thread(target=exit_when_server_gone, args=watchdog, daemon=True).start()
     failed: list[BaseException] = []
 
     def act() -> None:
@@ -393,36 +430,20 @@ def actor_seed(seed: int, options: Options) -> int:
     return int(np.random.SeedSequence(entropy).generate_state(1)[0] % 2**31)
 
 
-def exit_when_server_gone(
-    client: reverb.Client,
-    name: str,
-    patience_s: float,
-    then: str = "exiting",
-    address: str | None = None,
-    period_s: float = 5.0,
-) -> None:
-    """Ends this process (status 1) once the server has been unreachable for `patience_s`, saying `then`.
+def exit_when_server_gone(address: str, name: str, patience_s: float, then: str, period_s: float = 5.0) -> None:
+    """Ends this process (status 1) once the server at `address` has been unreachable for `patience_s`, saying `then`.
 
-    Reverb's writers retry a lost server forever, so without this an actor
-    whose learner died (or a finished multi-machine run) would never exit.
-    With `address`, reachable means its port accepts a connection: a server
-    busy for minutes (saving a large replay for a learner's checkpoint) may
-    answer no call meanwhile, where one that has gone refuses at once.
+    Reverb's calls retry a lost server forever, so without this an actor whose
+    learner died (or a finished multi-machine run) would never exit, and a
+    learner whose server went would hang. Reachable means the port accepts a
+    connection, not that the server answers a call: one busy for minutes
+    (saving a large replay for a learner's checkpoint) may answer none
+    meanwhile, where one that has gone refuses at once.
     """
-    import reverb
-
     unreachable_since = None
     while True:
         time.sleep(period_s)
-        if address is not None:
-            reachable = ports.accepts_connections(address, period_s)
-        else:
-            try:
-                client.server_info(timeout=int(period_s))
-                reachable = True
-            except (reverb.errors.ReverbError, RuntimeError, ValueError):
-                reachable = False
-        if reachable:
+        if ports.accepts_connections(address, period_s):
             unreachable_since = None
             continue
         unreachable_since = unreachable_since or time.monotonic()

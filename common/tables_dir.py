@@ -59,7 +59,7 @@ def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
         raise UsageError("--resume and --overwrite exclude each other")
     if path.exists() and not path.is_dir():
         raise UsageError(f"--tables_dir {path} is a file, not a directory")
-    if path.is_dir() and path.resolve() not in _HELD:  # Refused first: another server's are not this one's to judge.
+    if path.is_dir():  # Refused first: another server's tables are not this one's to judge.
         os.close(run_dir.lock(path.resolve(), _IN_USE))
     checkpoints = saved(path)
     others = sorted(set(path.iterdir()) - {path / CHECKPOINTS, path / CONFIG}) if path.is_dir() else []
@@ -85,10 +85,9 @@ def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
             f"--tables_dir {path} holds the tables an earlier server saved: pass --resume to serve them, or "
             "--overwrite to delete them and start empty"
         )
-    if not path.exists():
-        parent = next(p for p in path.absolute().parents if p.exists())
-        if not os.access(parent, os.W_OK):
-            raise UsageError(f"--tables_dir {path} cannot be created: {parent} is not writable")
+    existing = next(p for p in (path / CHECKPOINTS, path, *path.absolute().parents) if p.exists())
+    if not os.access(existing, os.W_OK):  # Found now, not at a learner's first checkpoint.
+        raise UsageError(f"--tables_dir {path}: {existing} is not writable")
 
 
 def prepare(path: pathlib.Path, config: Any, *, resume: bool, overwrite: bool) -> None:

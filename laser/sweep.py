@@ -154,7 +154,10 @@ def write_configs(directory: pathlib.Path, configs: list[LaserConfig]) -> None:
 
 
 def member_command(config: LaserConfig, config_path: pathlib.Path, run: pathlib.Path, address: str) -> list[str]:
-    command = [sys.executable, "-m", "laser.train", "--role=learner", f"--replay_address={address}", f"--run_dir={run}"]
+    command = [
+        sys.executable, "-m", "laser.train", "--role=learner", f"--replay_address={address}", f"--run_dir={run}",
+        f"--continue_with=python -m laser.sweep --sweep_dir {run.parent} --resume",  # The sweep starts its actors.
+    ]  # fmt: skip
     if (run / "config.json").exists():
         return [*command, "--resume", f"--frames={config.total_frames}", f"--actors={config.num_actors}"]
     return [*command, f"--config={config_path}"]

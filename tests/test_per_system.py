@@ -230,6 +230,7 @@ def test_a_separate_server_saves_the_replay_in_its_tables_dir_and_serves_it_agai
 
     server = serve("--preset=toy")
     try:
+        reverb_server.connect(f"localhost:{port}", 120)  # Up before the learner's 30-s wait starts, however loaded.
         learner = [*TRAIN, "--role=learner", f"--replay_address=localhost:{port}", f"--run_dir={run_dir}"]
         other = subprocess.run([*learner, "--preset=toy", "--config_override=alpha=0.3"], **quiet, env=environment)
         usage_cases.assert_one_line_error(
@@ -247,6 +248,7 @@ def test_a_separate_server_saves_the_replay_in_its_tables_dir_and_serves_it_agai
         usage_cases.assert_one_line_error(other, "saved config: replay_capacity would change from 10000 to 5000")
 
         server = serve("--resume")
+        reverb_server.connect(f"localhost:{port}", 120)
         resumed = learn("--resume", "--frames=4000", "--config_override=log_every_s=0.5")
         sizes = replay_sizes(resumed.stdout)
         assert sizes and min(sizes) > 3000, resumed.stdout  # Grows from the saved replay, never from empty.
@@ -311,8 +313,10 @@ def test_a_separate_learner_stops_when_interrupted_or_its_server_goes_and_says_h
 
     server = start("--role=server", f"--port={port}", "--preset=toy", f"--tables_dir={tmp_path / 'tables'}")
     learner_args = ["--role=learner", f"--replay_address=localhost:{port}", f"--run_dir={run_dir}"]
-    learner = start(*learner_args, "--preset=toy", "--frames=1000000")
+    learner = None
     try:
+        reverb_server.connect(f"localhost:{port}", 120)
+        learner = start(*learner_args, "--preset=toy", "--frames=1000000")
         wait_for(lambda: episode_rows(run_dir) > 0, what="the learner to play")
         learner.send_signal(signal.SIGINT)
         output, _ = learner.communicate(timeout=120)
@@ -330,7 +334,7 @@ def test_a_separate_learner_stops_when_interrupted_or_its_server_goes_and_says_h
         assert resume in stderr, stderr
     finally:
         for process in (server, learner):
-            if process.poll() is None:
+            if process and process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
 
 
@@ -343,11 +347,13 @@ def test_a_hand_started_actor_blocked_in_reverb_stops_on_ctrl_c(tmp_path):
         [*TRAIN, "--role=server", f"--port={port}", "--preset=toy", f"--tables_dir={tmp_path / 'tables'}"],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
-    actor = subprocess.Popen(
-        [*TRAIN, "--role=actor", f"--replay_address=localhost:{port}", "--preset=toy"], cwd=REPO,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+    actor = None
     try:
+        reverb_server.connect(f"localhost:{port}", 120)  # Up first: else the actor's first line says it waits.
+        actor = subprocess.Popen(
+            [*TRAIN, "--role=actor", f"--replay_address=localhost:{port}", "--preset=toy"], cwd=REPO,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
         assert select.select([actor.stdout], [], [], 120)[0], "the actor said nothing"
         assert actor.stdout.readline() == f"actor 0: acting into the Reverb server at localhost:{port}\n"
         time.sleep(5)  # Blocked in Reverb: on the learner's first parameters, which never come.
@@ -358,7 +364,7 @@ def test_a_hand_started_actor_blocked_in_reverb_stops_on_ctrl_c(tmp_path):
         assert time.monotonic() - signalled < 10
     finally:
         for process in (server, actor):
-            if process.poll() is None:
+            if process and process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
 
 

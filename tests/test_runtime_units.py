@@ -1134,6 +1134,20 @@ def test_a_busy_port_is_refused():
             server.make_server([tables.variables()], port)
 
 
+@pytest.mark.parametrize(
+    "family, host, address", [(socket.AF_INET, "127.0.0.1", "localhost"), (socket.AF_INET6, "::1", "[::1]")]
+)
+def test_a_server_is_reachable_while_its_port_accepts_connections(family, host, address):
+    """The watchdogs' probe; gRPC's bracketed IPv6 form read as a host named "[::1]" never connected, and a
+    healthy server's learner would have stopped."""
+    with socket.socket(family) as listener:
+        listener.bind((host, 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        assert launch.ports.accepts_connections(f"{address}:{port}", 2)
+    assert not launch.ports.accepts_connections(f"{address}:{port}", 2)
+
+
 def test_a_role_is_refused_a_server_whose_tables_another_config_built():
     """A learner with another alpha trained against its server's (its config.json saying one, the table
     sampling with the other); one with another batch size waited forever on the server's rate limiter."""
@@ -1144,8 +1158,10 @@ def test_a_role_is_refused_a_server_whose_tables_another_config_built():
     srv = server.make_server(per_agent.agent_tables(toy))
     client = reverb.Client(f"localhost:{srv.port}")
     try:
-        server.check_served(per_agent.agent_tables(toy), client, "A:1")
-        server.check_served(per_agent.agent_tables(dataclasses.replace(toy, num_actors=2, seed=9)), client, "A:1")
+        server.check_served(per_agent.agent_tables(toy), client, "A:1", "REMEDY")
+        server.check_served(
+            per_agent.agent_tables(dataclasses.replace(toy, num_actors=2, seed=9)), client, "A:1", "REMEDY"
+        )
         cases = [
             ({"alpha": 0.3}, "built table 'replay' with sampler prioritized { priority_exponent: 0.6 }, this "
              "process's config with prioritized { priority_exponent: 0.3 }"),
@@ -1154,9 +1170,9 @@ def test_a_role_is_refused_a_server_whose_tables_another_config_built():
         ]  # fmt: skip
         for change, message in cases:
             with pytest.raises(UsageError, match=re.escape(message)):
-                server.check_served(per_agent.agent_tables(dataclasses.replace(toy, **change)), client, "A:1")
-        with pytest.raises(UsageError, match=r"has no table 'unrolls' \(it has episodes, params, replay\)"):
-            server.check_served([reverb.Table.queue("unrolls", 4)], client, "A:1")
+                server.check_served(per_agent.agent_tables(dataclasses.replace(toy, **change)), client, "A:1", "REMEDY")
+        with pytest.raises(UsageError, match=r"has no table 'unrolls' \(it has episodes, params, replay\); REMEDY"):
+            server.check_served([reverb.Table.queue("unrolls", 4)], client, "A:1", "REMEDY")
     finally:
         srv.stop()
 

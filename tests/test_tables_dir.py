@@ -58,10 +58,16 @@ def test_a_first_start_saves_its_config_and_a_resume_keeps_the_saved_one(tmp_pat
         json.loads((tmp_path / "tables" / tables_dir.CONFIG).read_text())["replay_capacity"]
         == PRESETS["toy"].replay_capacity
     )
-    tables_dir.check(tmp_path / "tables", resume=False, overwrite=False)  # Its config alone: no tables to lose.
     saved_checkpoint(tmp_path / "resumed")
     tables_dir.prepare(tmp_path / "resumed", PRESETS["toy"], resume=True, overwrite=False)
     assert (tmp_path / "resumed" / tables_dir.CONFIG).read_text() == "{}"
+
+
+def test_a_config_alone_is_no_saved_tables(tmp_path):
+    (tmp_path / tables_dir.CONFIG).write_text("{}")  # A server that stopped before a learner's first checkpoint.
+    tables_dir.check(tmp_path, resume=False, overwrite=False)
+    with pytest.raises(UsageError, match="holds no saved tables; leave out --resume"):
+        tables_dir.check(tmp_path, resume=True, overwrite=False)
 
 
 def test_tables_without_their_config_are_not_resumed(tmp_path):
@@ -119,3 +125,12 @@ def test_a_directory_another_server_serves_from_is_refused(tmp_path):
         done.set()
         other.join(60)
     tables_dir.check(tmp_path, resume=True, overwrite=False)  # Free once that server has gone.
+
+
+def test_an_unwritable_directory_is_refused_before_the_server_starts(tmp_path, monkeypatch):
+    """Root writes anywhere here, so `os.access` is stubbed: the refusal came at a learner's first checkpoint."""
+    saved_checkpoint(tmp_path)
+    unwritable = tmp_path / tables_dir.CHECKPOINTS
+    monkeypatch.setattr(tables_dir.os, "access", lambda path, mode: pathlib.Path(path) != unwritable)
+    with pytest.raises(UsageError, match=f"--tables_dir {tmp_path}: {unwritable} is not writable"):
+        tables_dir.check(tmp_path, resume=True, overwrite=False)

@@ -29,8 +29,8 @@ def check_port_free(port: int) -> None:
 def accepts_connections(address: str, timeout_s: float) -> bool:
     """Whether a TCP connection to `address` (HOST:PORT) opens within `timeout_s`."""
     host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
+    try:  # A bracketed IPv6 host, [::1]:8000 as gRPC takes it, is ::1 to a socket.
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
             return True
     except OSError:
         return False

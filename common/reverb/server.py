@@ -67,29 +67,31 @@ def connect(address: str, timeout_s: float) -> reverb.Client:
             time.sleep(0.5)
 
 
-def check_served(tables: Sequence[reverb.Table], client: reverb.Client, address: str) -> None:
+def check_served(tables: Sequence[reverb.Table], client: reverb.Client, address: str, remedy: str) -> None:
     """A `UsageError` unless the server at `address` holds `tables` as this process's config builds them.
 
     A learner or actor started from another config than its server's would
     otherwise wait forever on a rate limiter built for another batch, or
     sample with another alpha than its config.json records. Compared: what a
     table's config sets (capacity, selectors, rate limiter), not its contents.
+    `remedy`: what the refusal tells the user to do.
     """
-    served = client.server_info(timeout=30)
+    try:
+        served = client.server_info(timeout=60)
+    except reverb.errors.DeadlineExceededError:  # Busy, e.g. saving a large replay: not a traceback.
+        raise UsageError(f"the Reverb server at {address} did not describe its tables within 60s; try again") from None
     for table in tables:
         name = table.info.name
         if name not in served:
             raise UsageError(
-                f"the Reverb server at {address} has no table {name!r} (it has {', '.join(sorted(served))}); start "
-                "it and this process from one config"
+                f"the Reverb server at {address} has no table {name!r} (it has {', '.join(sorted(served))}); {remedy}"
             )
         wanted, got = _settings(table.info), _settings(served[name])
         for key, value in wanted.items():
             if got[key] != value:
                 raise UsageError(
                     f"the Reverb server at {address} built table {name!r} with {key} {got[key]}, this process's "
-                    f"config with {value}; start the server and this process from one config (the learner's "
-                    "RUN_DIR/config.json, or the server's --tables_dir config.json)"
+                    f"config with {value}; {remedy}"
                 )
 
 
