@@ -339,29 +339,40 @@ def test_a_separate_learner_stops_when_interrupted_or_its_server_goes_and_says_h
 
 
 @pytest.mark.slow
-def test_a_hand_started_actor_blocked_in_reverb_stops_on_ctrl_c(tmp_path):
+def test_a_hand_started_actor_blocked_in_reverb_stops_on_ctrl_c_and_when_its_server_goes(tmp_path):
     """An actor waiting in a Reverb call (a learner's parameters, or a rate limiter with no learner sampling)
-    never ran Python's Ctrl-C handler: a new user's SIGINT was lost until SIGTERM."""
+    never ran Python's Ctrl-C handler: a new user's SIGINT was lost until SIGTERM. One whose server has gone
+    exits (its watchdog probes the server's port)."""
     port = 23000 + os.getpid() % 1000
     server = subprocess.Popen(
         [*TRAIN, "--role=server", f"--port={port}", "--preset=toy", f"--tables_dir={tmp_path / 'tables'}"],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     actor = None
-    try:
-        reverb_server.connect(f"localhost:{port}", 120)  # Up first: else the actor's first line says it waits.
-        actor = subprocess.Popen(
+
+    def act() -> subprocess.Popen:
+        process = subprocess.Popen(
             [*TRAIN, "--role=actor", f"--replay_address=localhost:{port}", "--preset=toy"], cwd=REPO,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         )  # fmt: skip
-        assert select.select([actor.stdout], [], [], 120)[0], "the actor said nothing"
-        assert actor.stdout.readline() == f"actor 0: acting into the Reverb server at localhost:{port}\n"
+        assert select.select([process.stdout], [], [], 120)[0], "the actor said nothing"
+        assert process.stdout.readline() == f"actor 0: acting into the Reverb server at localhost:{port}\n"
         time.sleep(5)  # Blocked in Reverb: on the learner's first parameters, which never come.
+        return process
+
+    try:
+        reverb_server.connect(f"localhost:{port}", 120)  # Up first: else the actor's first line says it waits.
+        actor = act()
         actor.send_signal(signal.SIGINT)
         signalled = time.monotonic()
         _, stderr = actor.communicate(timeout=60)
         assert actor.returncode == 130 and "actor 0: stopped by SIGINT" in stderr, stderr
         assert time.monotonic() - signalled < 10
+
+        actor = act()
+        os.killpg(server.pid, signal.SIGKILL)
+        _, stderr = actor.communicate(timeout=120)
+        assert actor.returncode == 1 and "actor 0: Reverb server unreachable for 30s; exiting" in stderr, stderr
     finally:
         for process in (server, actor):
             if process and process.poll() is None:
