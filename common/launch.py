@@ -248,7 +248,17 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         # Reverb's calls wait forever on a vanished server: the learner says so and stops (its last checkpoint kept).
         watchdog = (address, "learner", options.connect_timeout_s, gone)
         threading.Thread(target=exit_when_server_gone, args=watchdog, daemon=True).start()
-    status = loop.run(learner, directory, loop.settings(config), record, actors, resume_command)
+    try:
+        status = loop.run(learner, directory, loop.settings(config), record, actors, resume_command)
+    except Exception as error:
+        # A learner whose server went can also learn it from a Reverb call that fails (a connection reset)
+        # before its watchdog does: the same one line, not a traceback.
+        if options.role != "learner" or ports.accepts_connections(address, 5.0):
+            raise
+        print(
+            f"learner: lost the Reverb server at {address} ({type(error).__name__}: {error}); {gone}", file=sys.stderr
+        )
+        status = 1
     sys.stdout.flush()
     native_log.flush()
     # Reverb's in-process server and dataset threads do not always tear down
