@@ -252,8 +252,9 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         status = loop.run(learner, directory, loop.settings(config), record, actors, resume_command)
     except Exception as error:
         # A learner whose server went can also learn it from a Reverb call that fails (a connection reset)
-        # before its watchdog does: the same one line, not a traceback.
-        if options.role != "learner" or ports.accepts_connections(address, 5.0):
+        # before its watchdog does: the same one line, not a traceback. The port is watched for a few seconds:
+        # a killed server's listening socket may still complete a connection while its process ends.
+        if options.role != "learner" or not server_gone(address, within_s=10.0):
             raise
         print(
             f"learner: lost the Reverb server at {address} ({type(error).__name__}: {error}); {gone}", file=sys.stderr
@@ -438,6 +439,16 @@ def actor_seed(seed: int, options: Options) -> int:
     """An actor process's seed: its own per actor, restart and start of the run (`run_dir.segment_seed`)."""
     entropy = [run_dir.segment_seed(seed, options.segment), options.actor_id, options.incarnation]
     return int(np.random.SeedSequence(entropy).generate_state(1)[0] % 2**31)
+
+
+def server_gone(address: str, within_s: float) -> bool:
+    """Whether the server at `address` refuses a connection within `within_s` (probed each second)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not ports.accepts_connections(address, 1.0):
+            return True
+        time.sleep(1.0)
+    return False
 
 
 def exit_when_server_gone(address: str, name: str, patience_s: float, then: str, period_s: float = 5.0) -> None:

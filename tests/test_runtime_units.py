@@ -1145,7 +1145,9 @@ def test_a_server_is_reachable_while_its_port_accepts_connections(family, host, 
         listener.listen()
         port = listener.getsockname()[1]
         assert launch.ports.accepts_connections(f"{address}:{port}", 2)
+        assert not launch.server_gone(f"{address}:{port}", within_s=1.5)
     assert not launch.ports.accepts_connections(f"{address}:{port}", 2)
+    assert launch.server_gone(f"{address}:{port}", within_s=1.5)
 
 
 def test_a_role_is_refused_a_server_whose_tables_another_config_built():
