@@ -241,7 +241,7 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
             agent.module, directory / "config.json", address, config.num_actors, directory, record.index
         )  # fmt: skip
     print(f"run directory {directory}; Reverb at {address}", flush=True)
-    resume_command = None
+    resume_command = gone = None  # A separate learner's: how to continue, and what it says if its server goes.
     if options.role == "learner":
         resume_command = options.continue_with or learner_hints(agent, options, config, address, directory, record)
         gone = f"stopping (the run keeps its last checkpoint); once the server is back, continue with {resume_command}"
@@ -254,7 +254,7 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         # A learner whose server went can also learn it from a Reverb call that fails (a connection reset)
         # before its watchdog does: the same one line, not a traceback. The port is watched for a few seconds:
         # a killed server's listening socket may still complete a connection while its process ends.
-        if options.role != "learner" or not server_gone(address, within_s=10.0):
+        if gone is None or not server_gone(address, within_s=10.0):
             raise
         print(
             f"learner: lost the Reverb server at {address} ({type(error).__name__}: {error}); {gone}", file=sys.stderr

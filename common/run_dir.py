@@ -52,7 +52,7 @@ _IN_USE = (
 )
 
 
-def lock(path: pathlib.Path, in_use: str = _IN_USE) -> int:
+def _lock(path: pathlib.Path, in_use: str) -> int:
     """An exclusive `flock` on the directory `path` itself (nothing is written into it); its descriptor.
 
     The kernel drops the lock when the process ends, however it ends. A
@@ -67,16 +67,17 @@ def lock(path: pathlib.Path, in_use: str = _IN_USE) -> int:
     return fd
 
 
-def hold(path: pathlib.Path) -> None:
-    """Marks the run directory `path` as this process's until it exits; a `UsageError` if another's.
+def hold(path: pathlib.Path, in_use: str = _IN_USE) -> None:
+    """Marks the run directory `path` as this process's until it exits; a `UsageError` (`in_use`) if another's.
 
     Two processes training into one run (a command typed twice, two studies
     launching one job) would interleave their checkpoints, replay and
-    episodes, and an `--overwrite` would delete a run under its trainer.
+    episodes, and an `--overwrite` would delete a run under its trainer. (A
+    server's --tables_dir is held the same way, with its own message.)
     """
     key = path.resolve()
     if key not in _HELD:
-        _HELD[key] = lock(key)
+        _HELD[key] = _lock(key, in_use)
 
 
 def release(path: pathlib.Path) -> None:
@@ -86,10 +87,10 @@ def release(path: pathlib.Path) -> None:
         os.close(fd)
 
 
-def check_not_in_use(path: pathlib.Path) -> None:
-    """A `UsageError` if a process is training into the run directory `path` (e.g. before moving it aside)."""
+def check_not_in_use(path: pathlib.Path, in_use: str = _IN_USE) -> None:
+    """A `UsageError` (`in_use`) if another process holds the directory `path` (e.g. before moving it aside)."""
     if path.is_dir() and path.resolve() not in _HELD:
-        os.close(lock(path.resolve()))
+        os.close(_lock(path.resolve(), in_use))
 
 
 def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:

@@ -6,9 +6,9 @@ run directory, so it is given one of its own, `--tables_dir DIR`: each of the
 learner's checkpoints (`Client.checkpoint()`) saves the tables in
 DIR/checkpoints, as a subdirectory Reverb names by its time, keeping the latest
 only (after each save Reverb's checkpointer deletes every entry of its
-directory but the last by name, a file of ours included), beside the config the tables were built from
-(DIR/config.json, written at the first start).
-The same contract as a run directory's: a directory holding saved tables is
+directory but the last by name, a file of ours included), beside the config
+the tables were built from (DIR/config.json, written at the first start). The
+same contract as a run directory's: a directory holding saved tables is
 served again only with `--resume`, with its own config (a resumed server may
 change what a resumed run may), emptied only with `--overwrite`, and one that
 holds anything else is never touched. Nothing here imports Reverb: the checks
@@ -37,9 +37,6 @@ _IN_USE = (
 CONFIG = "config.json"  # The config the tables were built from.
 CHECKPOINTS = "checkpoints"  # Reverb's checkpointer's directory.
 
-# The tables directories this process serves, and the descriptors that lock them.
-_HELD: dict[pathlib.Path, int] = {}
-
 
 def saved(path: pathlib.Path) -> list[pathlib.Path]:
     """The complete checkpoints Reverb saved in `path` (it writes DONE last), oldest first."""
@@ -53,17 +50,23 @@ def _reverbs(path: pathlib.Path) -> list[pathlib.Path]:
     return sorted(p for p in (path / CHECKPOINTS).iterdir() if p.is_dir() and _CHECKPOINT_NAME.match(p.name))
 
 
+def _others(path: pathlib.Path) -> list[pathlib.Path]:
+    """What `path` holds besides a server's config and Reverb's checkpoints, in either of their places."""
+    found = sorted(set(path.iterdir()) - {path / CHECKPOINTS, path / CONFIG}) if path.is_dir() else []
+    if (path / CHECKPOINTS).is_dir():
+        found += sorted(set((path / CHECKPOINTS).iterdir()) - set(_reverbs(path)))
+    return found
+
+
 def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
     """A `UsageError` unless a server can keep its tables in `path` as asked; touches nothing."""
     if resume and overwrite:
         raise UsageError("--resume and --overwrite exclude each other")
     if path.exists() and not path.is_dir():
         raise UsageError(f"--tables_dir {path} is a file, not a directory")
-    if path.is_dir():  # Refused first: another server's tables are not this one's to judge.
-        os.close(run_dir.lock(path.resolve(), _IN_USE))
+    run_dir.check_not_in_use(path, _IN_USE)  # Refused first: another server's tables are not this one's to judge.
     checkpoints = saved(path)
-    others = sorted(set(path.iterdir()) - {path / CHECKPOINTS, path / CONFIG}) if path.is_dir() else []
-    others += sorted(set((path / CHECKPOINTS).iterdir()) - set(_reverbs(path))) if (path / CHECKPOINTS).is_dir() else []
+    others = _others(path)
     if others:
         raise UsageError(
             f"--tables_dir {path} holds {others[0].relative_to(path)}, which is not a server's saved tables or "
@@ -101,9 +104,7 @@ def prepare(path: pathlib.Path, config: Any, *, resume: bool, overwrite: bool) -
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:  # What `check` cannot see, e.g. /proc, or root's writes to a read-only mount.
         raise UsageError(f"--tables_dir {path} cannot be created: {error.strerror}") from None
-    key = path.resolve()
-    fd = run_dir.lock(key, _IN_USE)
-    _HELD[key] = fd
+    run_dir.hold(path, _IN_USE)
     if overwrite:
         for checkpoint in _reverbs(path):
             shutil.rmtree(checkpoint)

@@ -20,8 +20,9 @@ an `episodes` queue (finished games, from the actors). Reverb checkpoints the
 tables into RUN_DIR/replay with every checkpoint, so a resumed run samples from
 the same replay. The other roles (`--role server|learner|actor`) are IMPALA's
 (see impala/train.py), but for the server's `--tables_dir`, where the learner's
-checkpoints save the tables and `--resume` serves them again. This file is wiring: the roles, the loop and the run
-directory are `common.launch` and `common.loop`; the agent is `per.agent`.
+checkpoints save the tables and `--resume` serves them again. This file is
+wiring: the roles, the loop and the run directory are `common.launch` and
+`common.loop`; the agent is `per.agent`.
 """
 
 from __future__ import annotations
