@@ -70,6 +70,8 @@ class Agent:
     # starts its server from them, so a replay survives a restart; a separate
     # --role server keeps them in its --tables_dir (`common.tables_dir`).
     checkpoint_tables: bool = False
+    # The roles that use each flag the agent's `train.py` defines beside `define_flags`' (`check_role_flags`).
+    role_flags: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +90,7 @@ class Options:
     connect_timeout_s: float = 30.0
     tables_dir: Optional[str] = None
     continue_with: Optional[str] = None
+    given: frozenset[str] = frozenset()  # The flags named on the command line, defaulted or not.
 
 
 def define_flags(agent_name: str, presets: Mapping[str, Any], default_preset: str) -> None:
@@ -147,6 +150,7 @@ def from_flags(values: flags.FlagValues) -> tuple[config_lib.Request, Options]:
         replay_address=given("replay_address"), port=given("port"), actor_id=values.actor_id,
         incarnation=values.incarnation, segment=values.segment, connect_timeout_s=values.connect_timeout_s,
         tables_dir=given("tables_dir"), continue_with=given("continue_with"),
+        given=frozenset(name for name in values if values[name].present),
     )  # fmt: skip
     return request, options
 
@@ -298,22 +302,25 @@ def run_server(agent: Agent, request: config_lib.Request, options: Options, conf
     server.wait()
 
 
-# The flags of a role's own, by the roles that use them; to any other role a `UsageError`, not a silent no-op.
-# (A server's --resume and --overwrite are for its --tables_dir, if its agent checkpoints tables.)
+# The flags of a role's own, by the roles that use them; given to any other role, a `UsageError`, not a silent
+# no-op. (A server's --resume and --overwrite are for its --tables_dir, if its agent checkpoints tables.) The
+# config's flags (--preset, --config, --env, --frames, --seed, ...) are not here: they define the one config
+# every role of a run shares, whichever of its fields a role reads.
 ROLE_FLAGS = {
     "run_dir": ("all", "learner"), "resume": ("all", "learner"), "overwrite": ("all", "learner"),
     "replay_address": ("learner", "actor"), "port": ("all", "server"), "tables_dir": ("server",),
-    "continue_with": ("learner",),
+    "continue_with": ("learner",), "connect_timeout_s": ("all", "learner", "actor"),
+    # A learner with --role all numbers and seeds its actors itself.
+    "actor_id": ("actor",), "incarnation": ("actor",), "segment": ("actor",),
 }  # fmt: skip
 
 
 def check_role_flags(agent: Agent, options: Options) -> None:
     """A `UsageError` naming the first flag given to a role that does nothing with it."""
-    for name, roles in ROLE_FLAGS.items():
+    for name, roles in {**ROLE_FLAGS, **agent.role_flags}.items():
         if agent.checkpoint_tables and name in ("resume", "overwrite"):
             roles = (*roles, "server")
-        value = getattr(options, name)
-        if value is not None and value is not False and options.role not in roles:  # Not `if value`: --port=0.
+        if name in options.given and options.role not in roles:
             accepted = " or ".join(f"--role {role}" for role in roles)
             raise UsageError(f"--{name} is for {accepted}; --role {options.role} does nothing with it, leave it out")
 

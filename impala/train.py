@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Optional
 
 from absl import flags
 
@@ -39,30 +40,30 @@ flags.DEFINE_integer(
 FLAGS = flags.FLAGS
 
 
-def parts(distribute: str = "none", simulated: bool = False, actor_id: int = 0) -> launch.Parts:
+def parts(distribute: str = "none", simulated_devices: Optional[int] = None, actor_id: int = 0) -> launch.Parts:
     # Imports TensorFlow: only once the command's input has passed its checks.
     from common.networks import check_fits_env
     from impala import agent
 
+    if simulated_devices:
+        agent.simulate_cpu_devices(simulated_devices)  # Before TensorFlow's first op (`launch.run` runs none yet).
     return launch.Parts(
         tables=agent.agent_tables, validate=check_fits_env,
-        learner=functools.partial(agent.make_learner, distribute, simulated),
+        learner=functools.partial(agent.make_learner, distribute, bool(simulated_devices)),
         actor=functools.partial(agent.run_actor, actor_id=actor_id),  # A multi-task run's levels (IMPALA §5.3).
     )  # fmt: skip
 
 
-AGENT = launch.Agent(name="impala", module="impala.train", presets=PRESETS, default_preset="toy", parts=parts)
+AGENT = launch.Agent(
+    name="impala", module="impala.train", presets=PRESETS, default_preset="toy", parts=parts,
+    role_flags={"distribute": ("all", "learner"), "simulated_cpu_devices": ("all", "learner")},
+)  # fmt: skip
 
 
 def main(argv: list[str]) -> None:
     cli.flags_only(argv)
     request, options = launch.from_flags(FLAGS)
-    if FLAGS.simulated_cpu_devices:
-        from impala import agent
-
-        agent.simulate_cpu_devices(FLAGS.simulated_cpu_devices)
-    simulated = bool(FLAGS.simulated_cpu_devices)
-    wired = functools.partial(parts, FLAGS.distribute, simulated, options.actor_id)
+    wired = functools.partial(parts, FLAGS.distribute, FLAGS.simulated_cpu_devices, options.actor_id)
     launch.run(dataclasses.replace(AGENT, parts=wired), request, options)
 
 

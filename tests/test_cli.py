@@ -181,7 +181,8 @@ def test_training_refuses_bad_input_before_loading_tensorflow(module, tmp_path):
         [f"--run_dir={existing}"], [f"--run_dir={empty}", "--resume"], ["--role=learner"],
         ["--role=actor", "--replay_address=localhost:1", "--config_override=nope=1"],
         ["--role=actor", "--replay_address=localhost:1", f"--run_dir={existing}"],
-        ["--role=learner", "--replay_address=localhost:1", "--tables_dir=t"],
+        ["--role=learner", "--replay_address=localhost:1", "--tables_dir=t"], ["--segment=1"],
+        ["--role=learner", "--replay_address=localhost:1", "--actor_id=1"],
     ]  # fmt: skip
     result = run(sys.executable, "-c", _CHECK_BEFORE_TENSORFLOW, module, json.dumps(cases))
     assert result.returncode == 0, result.stderr

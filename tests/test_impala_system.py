@@ -142,6 +142,13 @@ ROLE_INPUT = [
     (["--role=actor", "--replay_address=localhost:1", "--overwrite"], "--overwrite is for --role all or --role"),
     (["--replay_address=localhost:1"], "--replay_address is for --role learner or --role actor; --role all does"),
     (["--role=learner", "--replay_address=localhost:1", "--port=8000"], "--port is for --role all or --role server"),
+    # Flags with defaults: refused when given, even at their default value (a trial found them silently ignored).
+    (["--role=server", "--actor_id=0"], "--actor_id is for --role actor; --role server does nothing with it"),
+    (["--segment=2"], "--segment is for --role actor; --role all does nothing with it, leave it out"),
+    (["--role=learner", "--replay_address=localhost:1", "--incarnation=1"], "--incarnation is for --role actor;"),
+    (["--role=server", "--connect_timeout_s=5"], "--connect_timeout_s is for --role all or --role learner or --role"),
+    (["--role=actor", "--replay_address=localhost:1", "--distribute=mirrored"], "--distribute is for --role all or"),
+    (["--role=server", "--simulated_cpu_devices=2"], "--simulated_cpu_devices is for --role all or --role learner;"),
 ]
 
 

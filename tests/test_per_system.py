@@ -387,6 +387,8 @@ ROLE_INPUT = [
     (["--role=actor", "--replay_address=localhost:1", "--resume"], "--resume is for --role all or --role learner or"),
     (["--role=server", "--tables_dir="], "--tables_dir is empty: give a directory"),
     (["--role=server", "--tables_dir=no_tables", "--resume"], "--tables_dir no_tables does not exist"),
+    (["--role=server", "--tables_dir=tables", "--segment=0"], "--segment is for --role actor; --role server does"),
+    (["--role=learner", "--replay_address=localhost:1", "--actor_id=3"], "--actor_id is for --role actor;"),
 ]
 
 
