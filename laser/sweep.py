@@ -267,6 +267,8 @@ def main(argv: list[str]) -> None:
     cli.flags_only(argv)
     if FLAGS.role == "server" and not FLAGS.sweep_dir:
         raise UsageError("--role server needs --sweep_dir (written by --write_configs_only)")
+    if FLAGS.role == "server" and FLAGS["write_configs_only"].present:
+        raise UsageError("--write_configs_only is for --role all; --role server does nothing with it, leave it out")
     default = f"runs/laser_sweep/{FLAGS.preset}_{(FLAGS.env or PRESETS[FLAGS.preset].env).replace(':', '_')}"
     directory = pathlib.Path(FLAGS.sweep_dir or f"{default}_s{FLAGS.seed or 0}")
     configs, saved = requested_members(directory)
