@@ -67,6 +67,36 @@ def whole_budget(frames: float, episodes: int | None = None) -> int:
     return int(frames)
 
 
+def check_keeps_study(
+    out: pathlib.Path, stem: str, games: list[str], seed: int, frames: int, eval_episodes: int | None = None
+) -> None:
+    """A `UsageError` if `out/stem.*`, a study whose tables hold only the runs of the command that wrote them,
+    holds runs this command would drop or replace: a game it leaves out, another seed, budget or evaluation.
+
+    Read from `stem.provenance.json` (its config per game, seeds, frames in all, evaluation episodes), so that a
+    subset or a short check does not replace a committed study without a word. Asking for more games keeps it.
+    """
+    path = out / f"{stem}.provenance.json"
+    if not path.exists():
+        return
+    held = json.loads(path.read_text())
+    held_games = list(held.get("config") or {})
+    differences = []
+    if left_out := [g for g in held_games if g not in games]:
+        differences.append(f"{', '.join(left_out)}, which --games={','.join(games)} leaves out")
+    if held.get("seeds") not in (None, [seed]):
+        differences.append(f"seed {', '.join(map(str, held['seeds']))}, not --seed={seed}")
+    if held_games and held.get("frames") is not None and held["frames"] != frames * len(held_games):
+        differences.append(f"{held['frames'] // len(held_games):,} frames a game, not {frames:,}")
+    if eval_episodes is not None and held.get("eval_episodes") not in (None, eval_episodes):
+        differences.append(f"{held['eval_episodes']} evaluation episodes, not {eval_episodes}")
+    if differences:
+        raise UsageError(
+            f"{out / stem}.* hold {'; '.join(differences)}: this command would replace them with its own runs "
+            f"only; ask for what they hold (finished runs are reused), or move {out / stem}.* aside first"
+        )
+
+
 def train(
     module: str, run_dir: pathlib.Path, flags: list[str], fresh: bool = False, extend: bool | None = None
 ) -> dict:

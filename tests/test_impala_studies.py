@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from common import scores
-from tests.test_cli import AGAINST_ROOT, REPO, run
+from tests.test_cli import AGAINST_ROOT, REPO, _files, assert_one_line_usage_error, run
 
 # Training writes a finished run's files; evaluation prints its seed.
 ATARI = (
@@ -113,3 +113,37 @@ def test_minatar_score_equal_to_ac_lambda_counts_as_at_or_above_it(minatar_study
 def test_minatar_code_list_says_when_a_run_trained_with_uncommitted_edits(minatar_study):
     _, text = minatar_study
     assert "- breakout: commit 01234567 (uncommitted edits)" in text
+
+
+def test_a_study_is_not_replaced_by_a_command_asking_for_less_or_other_runs(tmp_path_factory):
+    """A trial: `--profile full --games breakout` replaced the committed 5-game table with a 1-game one, and
+    `--seed 1` or another `--frames` replaced its runs, without a word. Its tables hold only one command's runs."""
+    root = _root_with(tmp_path_factory, "minatar_young2019_5M.csv")
+    first = run(sys.executable, "-c", MINATAR, str(root), "5", "--profile=quick", "--games=breakout,asterix")
+    assert first.returncode == 0, first.stderr
+    out = root / "results" / "impala" / "quick"
+    before = _files(out)
+    cases = {
+        "--games=breakout": "minatar.* hold asterix, which --games=breakout leaves out",
+        "--seed=1": "minatar.* hold seed 0, not --seed=1",
+    }
+    for flag, fragment in cases.items():
+        args = [flag, "--games=breakout,asterix"] if flag.startswith("--seed") else [flag]
+        result = run(sys.executable, "-c", MINATAR, str(root), "5", "--profile=quick", *args)
+        assert_one_line_usage_error(result, fragment, "move")
+        assert _files(out) == before
+    more = run(sys.executable, "-c", MINATAR, str(root), "5", "--profile=quick", "--games=breakout,asterix,freeway")
+    assert more.returncode == 0, more.stderr
+    assert [r["game"] for r in _rows(out / "minatar.csv")] == ["breakout", "asterix", "freeway"]
+
+
+def test_an_atari_study_is_not_replaced_by_another_budget_or_evaluation(tmp_path_factory):
+    root = _root_with(tmp_path_factory, "impala_table_c1.csv")
+    first = run(sys.executable, "-c", ATARI, str(root), "--profile=quick", "--games=pong")
+    assert first.returncode == 0, first.stderr
+    out = root / "results" / "impala" / "quick"
+    before = _files(out)
+    for flag, fragment in (("--frames=1000", "150,000 frames a game, not 1,000"), ("--eval_episodes=3", "2 eval")):
+        result = run(sys.executable, "-c", ATARI, str(root), "--profile=quick", "--games=pong", flag)
+        assert_one_line_usage_error(result, f"atari.* hold {fragment}")
+        assert _files(out) == before

@@ -54,6 +54,9 @@ def main(argv: list[str]) -> None:
     episodes = EVAL_EPISODES[FLAGS.profile] if FLAGS.eval_episodes is None else FLAGS.eval_episodes
     frames = _runs.whole_budget(FRAMES[FLAGS.profile] if FLAGS.frames is None else FLAGS.frames, episodes)
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"impala_atari_{FLAGS.profile}"
+    _runs.check_keeps_study(
+        reproduce.RESULTS / "impala" / FLAGS.profile, "atari", FLAGS.games, FLAGS.seed, frames, episodes
+    )
     if FLAGS.fresh:  # Remembered until each game's run has retrained: a stopped study resumes without it.
         _runs.ask_fresh(runs / game for game in FLAGS.games)
     published = published_shallow()

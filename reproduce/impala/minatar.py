@@ -53,6 +53,7 @@ def main(argv: list[str]) -> None:
     check_choices("--games", "minatar game", FLAGS.games, GAMES)
     frames = FRAMES[FLAGS.profile]
     runs = reproduce.REPO_ROOT / "runs" / "reproduce" / f"impala_minatar_{FLAGS.profile}"
+    _runs.check_keeps_study(reproduce.RESULTS / "impala" / FLAGS.profile, "minatar", FLAGS.games, FLAGS.seed, frames)
     if FLAGS.fresh:  # Remembered until each game's run has retrained: a stopped study resumes without it.
         _runs.ask_fresh(runs / game for game in FLAGS.games)
     finals = {
