@@ -35,3 +35,14 @@ def define_flags() -> None:
             "fresh", False, "Retrain the runs this command would reuse (their run directories are moved aside)."
         )
     cli.list_as_main_flags(("profile", "seed", "fresh"))
+
+
+def refuse_unused(names: tuple[str, ...], reason: str) -> None:
+    """A `UsageError` naming the first of the shared flags `names` given to a script that does nothing with it."""
+    from absl import flags
+
+    from common.errors import UsageError
+
+    for name in names:
+        if flags.FLAGS[name].present:
+            raise UsageError(f"--{name}: {reason}; leave it out")

@@ -131,6 +131,24 @@ def test_reproduce_refuses_an_empty_list_and_leaves_the_results(module, flag, ou
     assert _files(REPO / "results" / outputs) == before
 
 
+@pytest.mark.parametrize(
+    "module, flag, outputs",
+    [
+        ("reproduce.per.cliffwalk", "--fresh", "per/full"),
+        ("reproduce.impala.vtrace_operator", "--fresh", "impala/full"),
+        ("reproduce.laser.propositions", "--fresh", "laser/full"),
+        ("reproduce.scores.published_tables", "--seed=3", "scores"),
+        ("reproduce.scores.published_tables", "--fresh", "scores"),
+    ],
+)
+def test_a_shared_flag_a_script_does_nothing_with_is_refused(module, flag, outputs):
+    """An audit: `--fresh` to a study that trains no runs, or `--seed` to one that draws nothing, ran as if absent."""
+    before = _files(REPO / "results" / outputs)
+    result = run(sys.executable, "-m", module, "--profile=full", flag)
+    assert_one_line_usage_error(result, f"{flag.split('=')[0]}: ", "; leave it out")
+    assert _files(REPO / "results" / outputs) == before
+
+
 STUDY_SCRIPTS = [
     "reproduce", "reproduce.dashboard", "reproduce.suite", "reproduce.suite.aggregate", "reproduce.per.minatar",
     "reproduce.per.atari", "reproduce.per.cliffwalk", "reproduce.impala.minatar", "reproduce.impala.atari",

@@ -168,6 +168,7 @@ def plot(rows: list[dict], study: Study, path) -> None:
 
 def main(argv: list[str]) -> None:
     cli.flags_only(argv)
+    reproduce.refuse_unused(("fresh",), "this study trains no runs to retrain (each start computes it anew)")
     start = time.time()
     study = PROFILES[FLAGS.profile]
     rng = np.random.default_rng(FLAGS.seed)

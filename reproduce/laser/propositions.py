@@ -614,6 +614,7 @@ def plot_proposition_3(extras: dict, study: Study, path) -> None:
 
 def main(argv: list[str]) -> None:
     cli.flags_only(argv)
+    reproduce.refuse_unused(("fresh",), "this study trains no runs to retrain (each start computes it anew)")
     start = time.time()
     study = PROFILES[FLAGS.profile]
     prop1 = proposition_1(study, FLAGS.seed)

@@ -159,6 +159,7 @@ def summarise(rows: list[dict], profile: str, seeds: list[int]) -> list[str]:
 
 def main(argv: list[str]) -> None:
     cli.flags_only(argv)
+    reproduce.refuse_unused(("fresh",), "this study trains no runs to retrain (each start computes it anew)")
     start = time.time()
     seeds = [FLAGS.seed + i for i in range(FLAGS.seeds)]
     rows = run(FLAGS.profile, seeds)

@@ -43,6 +43,10 @@ def paper_protocol(row: dict[str, str]) -> str:
 
 def main(argv: list[str]) -> None:
     cli.flags_only(argv)
+    reproduce.refuse_unused(
+        ("seed", "fresh"),
+        "this script recomputes the papers' published aggregates: it draws nothing and trains nothing",
+    )
     start = time.time()
     with open(PUBLISHED / "aggregates.csv", newline="") as f:
         published = list(csv.DictReader(f))
