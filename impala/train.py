@@ -26,6 +26,7 @@ from typing import Optional
 from absl import flags
 
 from common import cli, launch
+from common.errors import UsageError
 from impala.config import PRESETS
 
 launch.define_flags("impala", PRESETS, "toy")
@@ -63,6 +64,8 @@ AGENT = launch.Agent(
 def main(argv: list[str]) -> None:
     cli.flags_only(argv)
     request, options = launch.from_flags(FLAGS)
+    if FLAGS["simulated_cpu_devices"].present and FLAGS.distribute == "none":
+        raise UsageError("--simulated_cpu_devices is for --distribute mirrored (its replicas' devices); leave it out")
     wired = functools.partial(parts, FLAGS.distribute, FLAGS.simulated_cpu_devices, options.actor_id)
     launch.run(dataclasses.replace(AGENT, parts=wired), request, options)
 

@@ -59,8 +59,8 @@ def test_mirrored_learner_makes_the_single_device_update():
     assert report["moved"] > 1e-3  # Not vacuous: the updates moved the parameters (about 0.02 here).
 
 
-def train(*args):
-    command = [sys.executable, "-m", "impala.train", "--preset=toy", "--distribute=mirrored", *args]
+def train(*args, distribute: str = "mirrored"):
+    command = [sys.executable, "-m", "impala.train", "--preset=toy", f"--distribute={distribute}", *args]
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
@@ -84,3 +84,10 @@ NO_GPU = pytest.param([], "found no GPU", marks=pytest.mark.skipif(HAS_GPU, reas
 def test_distribute_bad_input(tmp_path, args, fragment):
     result = train(*args, f"--run_dir={tmp_path / 'run'}")
     usage_cases.assert_one_line_error(result, fragment)
+
+
+def test_simulated_devices_without_mirrored_are_refused(tmp_path):
+    """A trial: --simulated_cpu_devices without --distribute mirrored split the CPU and trained as if absent."""
+    result = train("--simulated_cpu_devices=2", f"--run_dir={tmp_path / 'run'}", distribute="none")
+    usage_cases.assert_one_line_error(result, "--simulated_cpu_devices is for --distribute mirrored")
+    assert not (tmp_path / "run").exists()
