@@ -269,6 +269,11 @@ def main(argv: list[str]) -> None:
         raise UsageError("--role server needs --sweep_dir (written by --write_configs_only)")
     if FLAGS.role == "server" and FLAGS["write_configs_only"].present:
         raise UsageError("--write_configs_only is for --role all; --role server does nothing with it, leave it out")
+    if FLAGS.write_configs_only and (FLAGS.resume or FLAGS["port"].present):
+        # A resume with it rewrote the saved configs in place and resumed nothing; it starts no server.
+        raise UsageError(
+            f"--write_configs_only writes a new sweep's configs; leave out --{'resume' if FLAGS.resume else 'port'}"
+        )
     default = f"runs/laser_sweep/{FLAGS.preset}_{(FLAGS.env or PRESETS[FLAGS.preset].env).replace(':', '_')}"
     directory = pathlib.Path(FLAGS.sweep_dir or f"{default}_s{FLAGS.seed or 0}")
     configs, saved = requested_members(directory)

@@ -229,6 +229,7 @@ def test_the_laser_sweep_refuses_bad_input_before_loading_tensorflow(tmp_path):
         ["--config_override=sweep_member=3"], [f"--sweep_dir={existing}"], [f"--sweep_dir={empty}", "--resume"],
         [f"--sweep_dir={existing}", "--resume", "--seed=4"], ["--role=server"],
         ["--role=server", f"--sweep_dir={existing}", "--write_configs_only"],
+        [f"--sweep_dir={existing}", "--resume", "--write_configs_only"], ["--write_configs_only", "--port=8000"],
     ]  # fmt: skip
     result = run(sys.executable, "-c", _CHECK_BEFORE_TENSORFLOW, "laser.sweep", json.dumps(cases))
     assert result.returncode == 0, result.stderr
