@@ -274,6 +274,9 @@ def main(argv: list[str]) -> None:
         raise UsageError(
             f"--write_configs_only writes a new sweep's configs; leave out --{'resume' if FLAGS.resume else 'port'}"
         )
+    for field in ("seed", "env"):  # They name the default sweep directory, as their flags give them.
+        if any(o.split("=", 1)[0].strip() == field for o in FLAGS.config_override):
+            raise UsageError(f"--config_override {field}=...: give the sweep's {field} with --{field}")
     default = f"runs/laser_sweep/{FLAGS.preset}_{(FLAGS.env or PRESETS[FLAGS.preset].env).replace(':', '_')}"
     directory = pathlib.Path(FLAGS.sweep_dir or f"{default}_s{FLAGS.seed or 0}")
     configs, saved = requested_members(directory)
