@@ -148,7 +148,7 @@ ROLE_INPUT = [
     (["--role=learner", "--replay_address=localhost:1", "--incarnation=1"], "--incarnation is for --role actor;"),
     (["--role=server", "--connect_timeout_s=5"], "--connect_timeout_s is for --role all or --role learner or --role"),
     (["--role=actor", "--replay_address=localhost:1", "--distribute=mirrored"], "--distribute is for --role all or"),
-    (["--role=server", "--simulated_cpu_devices=2"], "--simulated_cpu_devices is for --role all or --role learner;"),
+    (["--role=server", "--distribute=mirrored", "--simulated_cpu_devices=2"], "--distribute is for --role all or"),
 ]
 
 
