@@ -117,8 +117,10 @@ def define_flags(agent_name: str, presets: Mapping[str, Any], default_preset: st
     flags.DEFINE_bool("overwrite", False, "Delete an existing --run_dir first.")
     flags.DEFINE_string("replay_address", None, "HOST:PORT of the Reverb server (learner and actor roles).")
     flags.DEFINE_integer("port", None, "Port of the Reverb server this process starts (default: any free port).")
-    flags.DEFINE_integer("actor_id", 0, "This actor's index (actor role); it seeds the actor's envs.")
-    flags.DEFINE_integer("incarnation", 0, "How many times this actor was restarted (seeds differ).")
+    flags.DEFINE_integer("actor_id", 0, "This actor's index (actor role); it seeds the actor's envs.", lower_bound=0)
+    flags.DEFINE_integer(
+        "incarnation", 0, "How many times this actor was restarted (seeds differ).", lower_bound=0
+    )  # fmt: skip
     flags.DEFINE_integer(
         "segment", 0, "Which start of its run this actor serves: 0 first, then one more per --resume (seeds differ; "
         "a resumed learner prints it).", lower_bound=0,
@@ -162,6 +164,8 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         raise UsageError(f"--role {options.role} needs --replay_address HOST:PORT")
     check_tables_dir(agent, options)
     check_role_flags(agent, options)
+    if not options.connect_timeout_s > 0:
+        raise UsageError(f"--connect_timeout_s={options.connect_timeout_s:g}: must be > 0 (seconds)")
     config_class = type(agent.presets[agent.default_preset])
     if options.resume and (options.run_dir and options.role in ("all", "learner") or options.tables_dir):
         # The run's (or the tables') own config.json is the base (`config_lib.resume`, below): resolved on a
@@ -309,7 +313,8 @@ def run_server(agent: Agent, request: config_lib.Request, options: Options, conf
 ROLE_FLAGS = {
     "run_dir": ("all", "learner"), "resume": ("all", "learner"), "overwrite": ("all", "learner"),
     "replay_address": ("learner", "actor"), "port": ("all", "server"), "tables_dir": ("server",),
-    "continue_with": ("learner",), "connect_timeout_s": ("all", "learner", "actor"),
+    # With --role all the server is in the learner's process, and its actors wait for it as long as they need.
+    "continue_with": ("learner",), "connect_timeout_s": ("learner", "actor"),
     # A learner with --role all numbers and seeds its actors itself.
     "actor_id": ("actor",), "incarnation": ("actor",), "segment": ("actor",),
 }  # fmt: skip

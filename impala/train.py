@@ -64,7 +64,7 @@ AGENT = launch.Agent(
 def main(argv: list[str]) -> None:
     cli.flags_only(argv)
     request, options = launch.from_flags(FLAGS)
-    if FLAGS["simulated_cpu_devices"].present and FLAGS.distribute == "none":
+    if FLAGS["simulated_cpu_devices"].present and FLAGS.distribute == "none" and options.role in ("all", "learner"):
         raise UsageError("--simulated_cpu_devices is for --distribute mirrored (its replicas' devices); leave it out")
     wired = functools.partial(parts, FLAGS.distribute, FLAGS.simulated_cpu_devices, options.actor_id)
     launch.run(dataclasses.replace(AGENT, parts=wired), request, options)

@@ -192,6 +192,8 @@ def test_training_refuses_bad_input_before_loading_tensorflow(module, tmp_path):
         ["--role=actor", "--replay_address=localhost:1", f"--run_dir={existing}"],
         ["--role=learner", "--replay_address=localhost:1", "--tables_dir=t"], ["--segment=1"],
         ["--role=learner", "--replay_address=localhost:1", "--actor_id=1"],
+        ["--role=actor", "--replay_address=localhost:1", "--actor_id=-1"], ["--connect_timeout_s=5"],
+        ["--role=actor", "--replay_address=localhost:1", "--connect_timeout_s=0"],
     ]  # fmt: skip
     result = run(sys.executable, "-c", _CHECK_BEFORE_TENSORFLOW, module, json.dumps(cases))
     assert result.returncode == 0, result.stderr

@@ -146,9 +146,19 @@ ROLE_INPUT = [
     (["--role=server", "--actor_id=0"], "--actor_id is for --role actor; --role server does nothing with it"),
     (["--segment=2"], "--segment is for --role actor; --role all does nothing with it, leave it out"),
     (["--role=learner", "--replay_address=localhost:1", "--incarnation=1"], "--incarnation is for --role actor;"),
-    (["--role=server", "--connect_timeout_s=5"], "--connect_timeout_s is for --role all or --role learner or --role"),
+    (
+        ["--role=server", "--connect_timeout_s=5"],
+        "--connect_timeout_s is for --role learner or --role actor; --role server",
+    ),
     (["--role=actor", "--replay_address=localhost:1", "--distribute=mirrored"], "--distribute is for --role all or"),
     (["--role=server", "--distribute=mirrored", "--simulated_cpu_devices=2"], "--distribute is for --role all or"),
+    (["--role=actor", "--replay_address=localhost:1", "--simulated_cpu_devices=2"], "--simulated_cpu_devices is for"),
+    (
+        ["--role=actor", "--replay_address=localhost:1", "--incarnation=-1"],
+        "--incarnation=-1: -1 is not a non-negative integer",
+    ),
+    (["--connect_timeout_s=10"], "--connect_timeout_s is for --role learner or --role actor; --role all does"),
+    (["--role=learner", "--replay_address=localhost:1", "--connect_timeout_s=-1"], "--connect_timeout_s=-1: must be"),
 ]
 
 
