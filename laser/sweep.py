@@ -69,6 +69,10 @@ flags.DEFINE_integer("port", None, "Port of the Reverb server (default: any free
 FLAGS = flags.FLAGS
 
 
+# The flags that make a new sweep's members; a saved sweep keeps its own.
+_SWEEP_FLAGS = ("preset", "env", "seed", "agents", "config_override", "env_option")
+
+
 def config_path(directory: pathlib.Path, member: int) -> pathlib.Path:
     return directory / "configs" / f"member_{member}.json"
 
@@ -76,11 +80,16 @@ def config_path(directory: pathlib.Path, member: int) -> pathlib.Path:
 def requested_members(directory: pathlib.Path) -> tuple[list[LaserConfig], bool]:
     """The members of a new sweep from the flags, or of the saved one; and whether it was saved."""
     saved = sorted((directory / "configs").glob("member_*.json"), key=lambda p: int(p.stem.split("_")[1]))
-    if FLAGS.resume or (FLAGS.role == "server" and saved):
+    if FLAGS.role == "server" and saved:
+        # Its tables are built from the saved configs as they are: a budget, actors or a resume are its members'.
+        given = [name for name in (*_SWEEP_FLAGS, "frames", "actors", "resume") if FLAGS[name].present]
+        if given:
+            raise UsageError(f"--role server serves the saved sweep in {directory} as it is; leave out --{given[0]}")
+        return [config_lib.load(LaserConfig, path, "the sweep's") for path in saved], True
+    if FLAGS.resume:
         if not saved:
             raise UsageError(f"--resume: {directory} holds no sweep (no configs/member_<i>.json)")
-        changed = [name for name in ("preset", "env", "seed", "agents", "config_override", "env_option")
-                   if FLAGS[name].present]  # fmt: skip
+        changed = [name for name in _SWEEP_FLAGS if FLAGS[name].present]
         if changed:
             raise UsageError(
                 f"--resume runs the sweep's saved configs; --{changed[0]} cannot change (only --frames, --actors)"
@@ -266,7 +275,9 @@ def start_member(directory: pathlib.Path, config: LaserConfig, address: str, lea
 def main(argv: list[str]) -> None:
     cli.flags_only(argv)
     if FLAGS.role == "server" and not FLAGS.sweep_dir:
-        raise UsageError("--role server needs --sweep_dir (written by --write_configs_only)")
+        raise UsageError(
+            "--role server needs --sweep_dir: a sweep's (--write_configs_only writes one), or a new one it writes"
+        )
     if FLAGS.role == "server" and FLAGS["write_configs_only"].present:
         raise UsageError("--write_configs_only is for --role all; --role server does nothing with it, leave it out")
     if FLAGS.write_configs_only and (FLAGS.resume or FLAGS["port"].present):

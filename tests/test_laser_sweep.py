@@ -204,6 +204,7 @@ out = {}
 for name, argv in [
     ('resume', ['--resume', '--frames=7000', '--actors=3']),
     ('server', ['--role=server']),
+    ('server_frames', ['--role=server', '--frames=9000']),
     ('env_option', ['--resume', '--env_option=sticky_action_prob=0.25']),
 ]:
     flags.FLAGS.unparse_flags()
@@ -233,6 +234,8 @@ def test_a_resumed_sweep_takes_frames_and_actors_and_its_server_the_saved_member
     assert out["resume"] == [True, [[0, 7000, 3], [1, 7000, 3]]]
     saved, members = out["server"]  # `--role server` on a written sweep serves its saved members' tables.
     assert saved and [m[0] for m in members] == [0, 1]
+    # A trial: its --frames, --actors and --resume were accepted and did nothing (the tables are the saved ones).
+    assert out["server_frames"] == f"--role server serves the saved sweep in {tmp_path} as it is; leave out --frames"
     assert "--env_option cannot change" in out["env_option"]
     # A budget below a member's frames is refused before the server and members start (a new user's trial: they
     # started, then each member's learner failed and the sweep exited 1).

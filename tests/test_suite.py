@@ -142,8 +142,8 @@ def test_aggregates_match_their_definitions():
         ([*TOY[:3], "--frames=0"], "--frames=0: must be >= 1"),
         ([*TOY, "--jobs=0"], "--jobs=0: must be >= 1"),
         ([*TOY, "--eval_episodes=-1"], "--eval_episodes=-1: must be >= 0"),
-        ([*TOY, "--cpus_per_job=2"], "--ray_address and --cpus_per_job are for --engine=ray"),
-        ([*TOY, "--engine=ray", "--ray_address=127.0.0.1:6379", "--jobs=2"], "--jobs is for --engine=local; Ray"),
+        ([*TOY, "--cpus_per_job=2"], "--cpus_per_job is for --engine=ray; leave it out with --engine=local"),
+        ([*TOY, "--engine=ray", "--ray_address=127.0.0.1:6379", "--jobs=2"], "--jobs is for --engine=local (Ray"),
         (["--agent=impala", "--preset=toy_laser", *TOY[2:]], "unknown impala preset 'toy_laser'"),
     ],
 )

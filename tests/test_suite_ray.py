@@ -97,7 +97,7 @@ def _wait_until_started(head: subprocess.Popen, log: pathlib.Path) -> None:
         (["--engine=mpi"], "unknown engine 'mpi'; accepted: local, ray"),
         (["--engine=ray", "--ray_address=head"], "expected HOST:PORT"),
         (["--engine=ray", f"--ray_address=127.0.0.1:{_free_port()}"], "no Ray cluster reachable there"),
-        (["--ray_address=127.0.0.1:6379"], "are for --engine=ray"),
+        (["--ray_address=127.0.0.1:6379"], "--ray_address is for --engine=ray; leave it out"),
     ],
 )
 def test_bad_engine_input_is_one_line_and_creates_nothing(tmp_path, args, message):

@@ -122,10 +122,11 @@ def _check_engine() -> None:
     if FLAGS.engine not in _engines.ENGINES:
         raise choice_error("engine", FLAGS.engine, _engines.ENGINES)
     if FLAGS.engine == "local" and (FLAGS.ray_address or FLAGS.cpus_per_job):
-        raise UsageError("--ray_address and --cpus_per_job are for --engine=ray")
+        given = "--ray_address" if FLAGS.ray_address else "--cpus_per_job"
+        raise UsageError(f"{given} is for --engine=ray; leave it out with --engine=local")
     if FLAGS.engine == "ray":
         if FLAGS["jobs"].present:  # Ray places as many jobs as its nodes' CPUs hold (`_engines.Ray.slots`).
-            raise UsageError("--jobs is for --engine=local; Ray runs as many jobs as the cluster's CPUs hold")
+            raise UsageError("--jobs is for --engine=local (Ray runs as many jobs as its CPUs hold); leave it out")
         if not FLAGS.ray_address:
             raise UsageError("--engine=ray needs --ray_address=HEAD:PORT of a running Ray cluster (`ray start --head`)")
         if FLAGS.cpus_per_job < 0:
