@@ -102,6 +102,8 @@ def requested_members(directory: pathlib.Path) -> tuple[list[LaserConfig], bool]
         check_budget(directory, configs, request.frames)
         return [resumed(directory, c, request) for c in configs], True
     if saved:
+        if FLAGS.write_configs_only:  # Not --resume: it would be refused beside --write_configs_only.
+            raise UsageError(f"sweep directory {directory} holds a sweep's configs already; give another --sweep_dir")
         raise UsageError(f"sweep directory {directory} already exists; pass --resume to continue it")
     request = config_lib.Request(
         preset=FLAGS.preset, env=FLAGS.env, frames=FLAGS.frames, actors=FLAGS.actors, seed=FLAGS.seed,

@@ -224,6 +224,7 @@ def test_the_laser_sweep_refuses_bad_input_before_loading_tensorflow(tmp_path):
         ["--role=server", f"--sweep_dir={existing}", "--write_configs_only"],
         [f"--sweep_dir={existing}", "--resume", "--write_configs_only"], ["--write_configs_only", "--port=8000"],
         ["--config_override=seed=3"], ["--config_override= env =minatar:asterix"],
+        [f"--sweep_dir={existing}", "--write_configs_only"],
     ]  # fmt: skip
     result = run(sys.executable, "-c", _CHECK_BEFORE_TENSORFLOW, "laser.sweep", json.dumps(cases))
     assert result.returncode == 0, result.stderr
