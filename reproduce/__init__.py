@@ -46,3 +46,31 @@ def refuse_unused(names: tuple[str, ...], reason: str) -> None:
     for name in names:
         if flags.FLAGS[name].present:
             raise UsageError(f"--{name}: {reason}; leave it out")
+
+
+def check_keeps_seeds(out, stem: str, seeds: list[int], asked: str) -> None:
+    """A `UsageError` if `out/stem.*`, an exact study recomputed whole by each start, were computed from other seeds.
+
+    Such a study's tables hold one command's seeds only (`stem.provenance.json`): another `--seed` or `--seeds`
+    would replace the committed numbers with another draw's, without a word. `asked` names the flags as given.
+    """
+    import json
+
+    from common.errors import UsageError
+
+    path = out / f"{stem}.provenance.json"
+    held = json.loads(path.read_text()).get("seeds") if path.exists() else None
+    if held is not None and held != seeds:
+        raise UsageError(
+            f"{out / stem}.* were computed from {_seeds(held)}, not {_seeds(seeds)} ({asked}): this command "
+            f"would replace them; ask for those seeds, or move {out / stem}.* aside first"
+        )
+
+
+def _seeds(seeds: list[int]) -> str:
+    """`seed 0`, `seeds 0-9` for consecutive seeds, else `seeds 0, 3`."""
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    if seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"seeds {seeds[0]}-{seeds[-1]}"
+    return "seeds " + ", ".join(map(str, seeds))

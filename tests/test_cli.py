@@ -114,6 +114,7 @@ def _files(directory: pathlib.Path) -> dict[str, tuple[int, int]]:
 
 
 EMPTY_LIST = ("= names no ", "; accepted:")  # `--games=` is a mistake, not the default (it once trained nothing).
+KEPT = ("would replace them; ask for those seeds",)  # Exact studies: another draw replaced the committed one.
 UNUSED = ("; leave it out",)  # An audit: `--fresh` to a study that trains no runs, `--seed` to one that draws nothing.
 
 
@@ -128,6 +129,10 @@ UNUSED = ("; leave it out",)  # An audit: `--fresh` to a study that trains no ru
         ("reproduce.per.cliffwalk", "--fresh", "per/full", ("--fresh: ", *UNUSED)),
         ("reproduce.impala.vtrace_operator", "--fresh", "impala/full", ("--fresh: ", *UNUSED)),
         ("reproduce.laser.propositions", "--fresh", "laser/full", ("--fresh: ", *UNUSED)),
+        ("reproduce.per.cliffwalk", "--seeds=2", "per/full", ("seeds 0-9, not seeds 0-1 (--seed=0 --seeds=2)", *KEPT)),
+        ("reproduce.per.cliffwalk", "--seed=1", "per/full", ("not seeds 1-10 (--seed=1 --seeds=10)", *KEPT)),
+        ("reproduce.impala.vtrace_operator", "--seed=3", "impala/full", ("from seed 0, not seed 3 (--seed=3)", *KEPT)),
+        ("reproduce.laser.propositions", "--seed=3", "laser/full", ("propositions.* were computed from seed 0", *KEPT)),
         ("reproduce.scores.published_tables", "--seed=3", "scores", ("--seed: ", *UNUSED)),
         ("reproduce.scores.published_tables", "--fresh", "scores", ("--fresh: ", *UNUSED)),
     ],

@@ -169,6 +169,8 @@ def plot(rows: list[dict], study: Study, path) -> None:
 def main(argv: list[str]) -> None:
     cli.flags_only(argv)
     reproduce.refuse_unused(("fresh",), "this study trains no runs to retrain (each start computes it anew)")
+    out = reproduce.output_dir("impala", FLAGS.profile)
+    reproduce.check_keeps_seeds(out, "vtrace_operator", [FLAGS.seed], f"--seed={FLAGS.seed}")
     start = time.time()
     study = PROFILES[FLAGS.profile]
     rng = np.random.default_rng(FLAGS.seed)
@@ -177,7 +179,6 @@ def main(argv: list[str]) -> None:
         for _ in range(study.num_mdps)
     )
     rows = [row for i, mdp in enumerate(mdps) for row in analyse(mdp, study, i)]
-    out = reproduce.output_dir("impala", FLAGS.profile)
     reproduce.write_csv(out / "vtrace_operator.csv", rows)
     lines = summarise(rows, study, FLAGS.profile)
     (out / "vtrace_operator.md").write_text("\n".join(lines) + "\n")

@@ -615,13 +615,14 @@ def plot_proposition_3(extras: dict, study: Study, path) -> None:
 def main(argv: list[str]) -> None:
     cli.flags_only(argv)
     reproduce.refuse_unused(("fresh",), "this study trains no runs to retrain (each start computes it anew)")
+    out = reproduce.output_dir("laser", FLAGS.profile)
+    reproduce.check_keeps_seeds(out, "propositions", [FLAGS.seed], f"--seed={FLAGS.seed}")
     start = time.time()
     study = PROFILES[FLAGS.profile]
     prop1 = proposition_1(study, FLAGS.seed)
     rows2, extras2 = proposition_2(study)
     rows3, extras3 = proposition_3(study)
     checks = check_proposition_1(prop1, study) + rows2 + rows3
-    out = reproduce.output_dir("laser", FLAGS.profile)
     reproduce.write_csv(out / "propositions.csv", checks)
     lines = summarise(checks, study, prop1, extras2, extras3, FLAGS.profile)
     (out / "propositions.md").write_text("\n".join(lines) + "\n")

@@ -162,8 +162,9 @@ def main(argv: list[str]) -> None:
     reproduce.refuse_unused(("fresh",), "this study trains no runs to retrain (each start computes it anew)")
     start = time.time()
     seeds = [FLAGS.seed + i for i in range(FLAGS.seeds)]
-    rows = run(FLAGS.profile, seeds)
     out = reproduce.output_dir("per", FLAGS.profile)
+    reproduce.check_keeps_seeds(out, "cliffwalk", seeds, f"--seed={FLAGS.seed} --seeds={FLAGS.seeds}")
+    rows = run(FLAGS.profile, seeds)
     reproduce.write_csv(out / "cliffwalk.csv", rows)
     plot(rows, ["fig1"], out / "cliffwalk_fig1.png", "PER Fig. 1: uniform vs oracle")
     plot(rows, ["fig2_left", "fig2_right"], out / "cliffwalk_fig2.png", "PER Fig. 2")
