@@ -199,6 +199,16 @@ def test_an_unknown_peer_or_configuration_is_one_line_naming_the_accepted(flag, 
     assert not (tmp_path / "out").exists()
 
 
+def test_base_python_beside_an_existing_venv_is_refused_as_unused(tmp_path):
+    """It creates the venv only: once one exists it was accepted and did nothing."""
+    (tmp_path / "sample_factory" / "bin").mkdir(parents=True)
+    (tmp_path / "sample_factory" / "bin" / "python").touch()
+    result = _peers(f"--base_python={sys.executable}", f"--peer_dir={tmp_path}", f"--out={tmp_path / 'out'}")
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "--base_python: " in result.stderr and "leave --base_python out" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+
+
 def test_an_edited_pin_file_reinstalls_the_peers_venv(tmp_path):
     """A stamp from other pins is not reused: pip runs (here with a base python that does not exist)."""
     directory = tmp_path / "sample_factory"

@@ -46,6 +46,12 @@ def check_flags() -> measure.Window:
             raise choice_error("--peer_configs entry", config, systems.SAMPLE_FACTORY_CONFIGS)
     if FLAGS.runs < 1 or FLAGS.seconds <= 0 or FLAGS.warmup < 0 or FLAGS.startup_timeout <= 0:
         raise UsageError("--runs must be >= 1, --seconds and --startup_timeout > 0, and --warmup >= 0")
+    directory = pathlib.Path(FLAGS.peer_dir) / FLAGS.peer
+    if FLAGS["base_python"].present and venv.python(directory).exists():  # It only creates a venv.
+        raise UsageError(
+            f"--base_python: {directory} holds the peer's venv already, which is reused (its pins reinstalled if "
+            "edited); leave --base_python out, or give --peer_dir another directory"
+        )
     return measure.Window(FLAGS.warmup, FLAGS.seconds, FLAGS.startup_timeout)
 
 
