@@ -7,7 +7,10 @@ Shared by the reproduce scripts and the benchmarks (which do not import
 from __future__ import annotations
 
 import csv
+import os
 import pathlib
+import shutil
+import tempfile
 from typing import Sequence
 
 from common.errors import UsageError
@@ -33,10 +36,29 @@ def chosen_dir(flag: str, given: str | None, paper: str, profile: str | None) ->
     """
     if given is None:
         return output_dir(paper, profile)
-    directory = pathlib.Path(given)
-    if not given or (directory.exists() and not directory.is_dir()):
-        what = "a file" if given else "empty"
-        raise UsageError(f"{flag}={given} is {what}; it must name a directory (made if missing)")
+    if not given:
+        raise UsageError(f"{flag}= is empty; it must name a directory (made if missing)")
+    return check_directory(f"{flag}={given}", pathlib.Path(given))
+
+
+def check_directory(label: str, directory: pathlib.Path) -> pathlib.Path:
+    """`directory`, once it is known to be one or makeable: a one-line `UsageError` before any work, not a
+    traceback after it. `label` names it in the error, e.g. `--out=PATH`.
+
+    The nearest existing ancestor must be a directory this process may write in; a scratch directory is made
+    and removed there, which finds what permissions cannot show (/proc, /sys, root on a read-only mount).
+    """
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"{label} is a file; it must name a directory (made if missing)")
+    ancestor = next(p for p in (directory, *directory.absolute().parents) if p.exists())
+    if not ancestor.is_dir():
+        raise UsageError(f"{label} cannot be created: {ancestor} is a file, not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise UsageError(f"{label} cannot be created: {ancestor} is not writable")
+    try:
+        shutil.rmtree(tempfile.mkdtemp(dir=ancestor, prefix=".check-"))
+    except OSError as error:
+        raise UsageError(f"{label} cannot be created: {error.strerror} in {ancestor}") from None
     return directory
 
 

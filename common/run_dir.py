@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 import numpy as np
 
 from common import config as config_lib
-from common import provenance
+from common import provenance, results
 from common.errors import UsageError
 
 if TYPE_CHECKING:
@@ -94,11 +94,11 @@ def check_not_in_use(path: pathlib.Path, in_use: str = _IN_USE) -> None:
 
 
 def check(path: pathlib.Path, *, resume: bool, overwrite: bool) -> None:
-    """A `UsageError` unless `path` can be started as asked; touches nothing."""
+    """A `UsageError` unless `path` can be started as asked; leaves nothing behind."""
     if path.exists() and not path.is_dir():
         raise UsageError(f"run directory {path} is a file, not a directory")
     if not path.exists() and not resume:  # A resume creates nothing; its missing run is refused below.
-        _check_creatable(path)
+        results.check_directory(f"run directory {path}", path)
     exists = path.exists() and any(path.iterdir())
     if resume and overwrite:
         raise UsageError("--resume and --overwrite exclude each other")
@@ -154,17 +154,6 @@ def check_trained_by(path: pathlib.Path, module: str, *, overwrite: bool = False
     else:
         advice = f"continue it with python -m {other} --run_dir {path} --resume"
     raise UsageError(f"{path} is a run of {other}, not of {trainer}; {advice}")
-
-
-def _check_creatable(path: pathlib.Path) -> None:
-    """A `UsageError` unless `path`'s nearest existing ancestor is a directory this process may write in."""
-    ancestor = path.absolute().parent
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise UsageError(f"run directory {path} cannot be created: {ancestor} is a file, not a directory")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise UsageError(f"run directory {path} cannot be created: {ancestor} is not writable")
 
 
 @contextlib.contextmanager

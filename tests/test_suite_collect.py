@@ -9,6 +9,7 @@ import pathlib
 import pytest
 
 from common.errors import UsageError
+from common.results import REPO_ROOT
 from reproduce.suite import _plan, collect
 from tests.test_suite import _finish, _suite, _suite_config
 
@@ -130,3 +131,35 @@ def test_collecting_a_run_without_provenance_copies_the_rest(tmp_path: pathlib.P
     assert sorted(p.name for p in (dest / "catch_s0").iterdir()) == [
         "config.json", "curve.csv", "eval_step7.json", "final.json",
     ]  # fmt: skip
+
+
+def test_the_committed_suite_collects_back_into_runs_as_the_readme_says(tmp_path: pathlib.Path):
+    """The README's first command: results/suites/impala_minatar (collected jobs: curve.csv, no episodes.csv)
+    into a working directory. It once failed on the first job, leaving it half copied and counted as done."""
+    source = REPO_ROOT / "results" / "suites" / "impala_minatar"
+    dest = tmp_path / "runs" / "impala_minatar_minatar"
+    collected, kept, not_done = collect.collect(_plan.load_suite(source), source, dest)
+    assert collected and not kept and not not_done
+    for name in collected:
+        assert (dest / name / "curve.csv").read_bytes() == (source / name / "curve.csv").read_bytes()
+        assert _plan.evaluation(dest / name) == _plan.evaluation(source / name)
+
+
+def test_a_job_without_a_curve_is_one_line_and_leaves_no_half_copied_job(source, tmp_path):
+    (source / "breakout_s1" / "episodes.csv").unlink()
+    dest = tmp_path / "dest"
+    with pytest.raises(UsageError, match="breakout_s1 has neither episodes.csv nor curve.csv"):
+        collect.collect(_plan.load_suite(source), source, dest)
+    assert sorted(p.name for p in dest.iterdir()) == ["catch_s0", "suite.json"]
+    assert _plan.state(dest / "breakout_s1") == "todo"
+
+
+@pytest.mark.parametrize("where", ["a_file/dest", "another_preset"])
+def test_a_destination_that_cannot_take_the_suite_is_one_line_and_exit_2(source, tmp_path, where):
+    (tmp_path / "a_file").write_text("mine\n")
+    _plan.save_suite(_suite_config(preset="minatar"), tmp_path / "another_preset")
+    result = _suite(str(source), str(tmp_path / where), module="reproduce.suite.collect")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    remedy = "a_file is a file, not a directory" if where == "a_file/dest" else "give another destination"
+    assert remedy in result.stderr and "--suite_dir" not in result.stderr
+    assert (tmp_path / "a_file").read_text() == "mine\n"

@@ -157,14 +157,16 @@ def load_suite(suite_dir: pathlib.Path) -> Suite | None:
         raise UsageError(f"{path} is not a suite config ({error})") from None
 
 
-def check_same(saved: Suite | None, requested: Suite, suite_dir: pathlib.Path) -> None:
+def check_same(
+    saved: Suite | None, requested: Suite, suite_dir: pathlib.Path, remedy: str = "give another --suite_dir"
+) -> None:
     """A suite directory holds one agent, preset, frame budget and evaluation, so its aggregate compares like
     with like."""
     for field in ("agent", "preset", "frames", "eval_episodes"):
         if saved is not None and getattr(saved, field) != getattr(requested, field):
             raise UsageError(
                 f"{suite_dir} holds a suite with {field}={getattr(saved, field)}, not {getattr(requested, field)}; "
-                "give another --suite_dir"
+                + remedy
             )
 
 

@@ -18,6 +18,8 @@ works on it, and running the suite command with `--suite_dir DEST` skips the
 collected jobs and trains the rest. Collecting never overwrites: DEST must hold
 the same agent, preset, frame budget and evaluation, a job DEST already has
 done is left as it is, and a job DEST has started but not finished is an error.
+A job is copied whole or not at all. A collected job (curve.csv, no episodes)
+can be collected again: results/ back into runs/ to go on with a suite.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import shutil
 
 from common import cli
 from common.errors import UsageError
+from common.results import check_directory
 from reproduce import _runs, write_csv
 from reproduce.suite import _plan
 
@@ -53,7 +56,8 @@ def main(argv: list[str]) -> None:
 def collect(suite: _plan.Suite, source: pathlib.Path, dest: pathlib.Path) -> tuple[list[str], list[str], list[str]]:
     """Copies source's done jobs into dest; the names collected, kept (dest had them done) and not done."""
     saved = _plan.load_suite(dest)
-    _plan.check_same(saved, suite, dest)
+    check_directory(f"destination {dest}", dest)
+    _plan.check_same(saved, suite, dest, "give another destination")
     jobs = _plan.jobs(suite)
     done = [job.name for job in jobs if _plan.state(source / job.name) == "done"]
     kept = [name for name in done if _plan.state(dest / name) == "done"]
@@ -69,15 +73,29 @@ def collect(suite: _plan.Suite, source: pathlib.Path, dest: pathlib.Path) -> tup
 
 
 def copy_job(run_dir: pathlib.Path, dest: pathlib.Path) -> None:
-    """A done run's records and its training curve, into a new directory `dest`."""
-    dest.mkdir(parents=True)
+    """A done run's records and its training curve, into a new directory `dest`, whole or not at all.
+
+    The curve is binned from the run's episodes.csv, or copied from a collected job (a suite in results/
+    collected back into runs/ to go on with it), which kept its curve.csv alone.
+    """
+    partial = dest.with_name(f".{dest.name}.collecting")  # Not a job's name: never counted as done.
+    shutil.rmtree(partial, ignore_errors=True)  # Left by a collect that was stopped.
+    partial.mkdir(parents=True)
     for path in [*(run_dir / name for name in COPIED), _plan.evaluation_path(run_dir)]:
         if path.exists():
-            shutil.copy2(path, dest / path.name)
-    frames, returns = _runs.read_episodes(run_dir)
-    total = int(json.loads((run_dir / "final.json").read_text())["frames"])
-    rows = _runs.binned_curve(run_dir.name, frames, returns, total, max(total // CURVE_BINS, 1))
-    write_csv(dest / "curve.csv", rows)
+            shutil.copy2(path, partial / path.name)
+    if (run_dir / "episodes.csv").exists():
+        frames, returns = _runs.read_episodes(run_dir)
+        total = int(json.loads((run_dir / "final.json").read_text())["frames"])
+        write_csv(
+            partial / "curve.csv", _runs.binned_curve(run_dir.name, frames, returns, total, total // CURVE_BINS or 1)
+        )
+    elif (run_dir / "curve.csv").exists():
+        shutil.copy2(run_dir / "curve.csv", partial / "curve.csv")
+    else:
+        shutil.rmtree(partial)
+        raise UsageError(f"{run_dir} has neither episodes.csv nor curve.csv: no training curve to collect")
+    partial.rename(dest)
 
 
 if __name__ == "__main__":
