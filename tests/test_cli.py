@@ -244,12 +244,33 @@ def test_a_cliffwalk_of_no_seeds_is_refused_and_leaves_the_results():
     assert _files(REPO / "results" / "per") == before
 
 
-def test_an_output_directory_that_is_a_file_is_refused_and_kept(tmp_path):
+@pytest.mark.parametrize(
+    "module, under, message",
+    [
+        ("reproduce.benchmarks.learning_check", "", "is a file; it must name a directory"),
+        # Each once ran its whole benchmark, then ended in a traceback writing its results.
+        ("reproduce.benchmarks.learning_check", "/sub", "notes.txt is a file, not a directory"),
+        ("per.benchmark_replay", "/sub", "notes.txt is a file, not a directory"),
+    ],
+)
+def test_an_output_directory_that_cannot_be_made_is_refused_and_the_file_kept(tmp_path, module, under, message):
     mine = tmp_path / "notes.txt"
     mine.write_text("mine")
-    result = run(sys.executable, "-m", "reproduce.benchmarks.learning_check", "--profile=full", f"--out={mine}")
-    assert_one_line_usage_error(result, f"--out={mine} is a file; it must name a directory")
+    profile = ["--profile=full"] if module.startswith("reproduce.") else []  # The committed table it reads.
+    result = run(sys.executable, "-m", module, *profile, f"--out={mine}{under}")
+    assert_one_line_usage_error(result, f"--out={mine}{under}", message)
     assert mine.read_text() == "mine"
+
+
+@pytest.mark.parametrize("where", ["/proc/nonexistent/suite", "notes.txt/suite"])
+def test_a_suite_directory_that_cannot_be_made_is_one_line(tmp_path, where):
+    """Each was a traceback (NotADirectoryError, FileNotFoundError) after the suite's checks."""
+    (tmp_path / "notes.txt").write_text("mine")
+    suite_dir = where if where.startswith("/") else str(tmp_path / where)
+    flags = ("--agent=impala", "--preset=toy", "--suite=toy:catch", "--frames=100", f"--suite_dir={suite_dir}")
+    result = run(sys.executable, "-m", "reproduce.suite", *flags)
+    assert_one_line_usage_error(result, f"--suite_dir={suite_dir} cannot be created")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
 @pytest.mark.parametrize(

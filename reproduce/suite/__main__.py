@@ -41,6 +41,7 @@ from absl import flags
 
 from common import cli
 from common.errors import UsageError, choice_error
+from common.results import check_directory
 from common.signals import StopRequested, raise_on_stop_signals, stops_deferred
 from reproduce import REPO_ROOT
 from reproduce.suite import _engines, _plan
@@ -81,6 +82,7 @@ def main(argv: list[str]) -> None:
     # Absolute, as the jobs run from the repository root.
     suite_dir = pathlib.Path(FLAGS.suite_dir or REPO_ROOT / "runs" / "suites" / _default_name()).resolve()
     saved = _plan.load_suite(suite_dir)
+    check_directory(f"--suite_dir={suite_dir}", suite_dir)
     _plan.check_same(saved, requested, suite_dir)
     requested = dataclasses.replace(requested, games=_plan.resolve_suite(FLAGS.suite))
     engine = _engine(requested)
