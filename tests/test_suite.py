@@ -101,6 +101,14 @@ def test_a_suite_directory_keeps_its_agent_preset_and_budget(tmp_path):
     assert merged.games == saved.games and merged.seeds == (0, 2)
 
 
+def test_a_suite_directory_takes_more_games_of_its_families_but_no_other_family(tmp_path):
+    saved = _suite_config(suite="minatar:breakout", games=("minatar:breakout",))
+    _plan.check_same(saved, _suite_config(suite="minatar", games=("minatar:breakout", "minatar:asterix")), tmp_path)
+    dmlab = _suite_config(suite="dmlab30", games=("dmlab:dmlab30",))
+    with pytest.raises(UsageError, match=r"holds a suite of minatar games \(minatar:breakout\), not dmlab \(dmlab30\)"):
+        _plan.check_same(saved, dmlab, tmp_path)
+
+
 def test_normalisation_per_family():
     assert _stats.normalized("impala", "minatar:breakout", 20.6) == pytest.approx(2.0)  # Young & Tian DQN: 10.3.
     assert _stats.normalized("impala", "toy:catch", -0.5) == -0.5
@@ -145,6 +153,8 @@ def test_aggregates_match_their_definitions():
         ([*TOY, "--cpus_per_job=2"], "--cpus_per_job is for --engine=ray; leave it out with --engine=local"),
         ([*TOY, "--engine=ray", "--ray_address=127.0.0.1:6379", "--jobs=2"], "--jobs is for --engine=local (Ray"),
         (["--agent=impala", "--preset=toy_laser", *TOY[2:]], "unknown impala preset 'toy_laser'"),
+        # Each job failed twice, the reason in its log; suite.json recorded a suite the fix could not resume.
+        (["--agent=impala", "--preset=dmlab30", "--suite=dmlab30", TOY[3]], "DeepMind Lab is not installed"),
     ],
 )
 def test_bad_input_is_one_line_and_creates_nothing(tmp_path, args, message):
@@ -152,6 +162,13 @@ def test_bad_input_is_one_line_and_creates_nothing(tmp_path, args, message):
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
     assert not (tmp_path / "suite").exists()
+
+
+def test_dmlab30_is_planned_where_deepmind_lab_is_installed(tmp_path, fake_lab):
+    result = _suite("--agent=impala", "--preset=dmlab30", "--suite=dmlab30", "--frames=1e4", "--dry_run",
+                    f"--suite_dir={tmp_path}")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "dmlab30_s0" in result.stdout
 
 
 def test_a_suite_directory_that_is_a_file_is_refused_and_kept(tmp_path):

@@ -70,6 +70,14 @@ def parse(spec: str, suites: bool = False) -> tuple[str, str]:
     return family, name
 
 
+def check_installed(spec: str) -> None:
+    """A `UsageError` saying how to install `spec`'s simulator where this machine lacks it: DeepMind Lab, built
+    by hand (the other families come with the pinned requirements)."""
+    family, _ = parse(spec, suites=True)
+    if family == "dmlab":
+        dmlab.import_lab()
+
+
 def is_suite(spec: str) -> bool:
     """Whether `spec` names a multi-task suite rather than one env."""
     family, name = parse(spec, suites=True)

@@ -83,8 +83,10 @@ def main(argv: list[str]) -> None:
     suite_dir = pathlib.Path(FLAGS.suite_dir or REPO_ROOT / "runs" / "suites" / _default_name()).resolve()
     saved = _plan.load_suite(suite_dir)
     check_directory(f"--suite_dir={suite_dir}", suite_dir)
-    _plan.check_same(saved, requested, suite_dir)
     requested = dataclasses.replace(requested, games=_plan.resolve_suite(FLAGS.suite))
+    _plan.check_same(saved, requested, suite_dir)
+    if FLAGS.engine == "local":  # A Ray cluster's nodes may have what this machine lacks.
+        _plan.check_installed(requested.games)
     engine = _engine(requested)
     if saved is None:
         _preset(requested.agent, requested.preset)

@@ -87,6 +87,15 @@ def resolve_suite(suite: str) -> tuple[str, ...]:
     return specs
 
 
+def check_installed(games: tuple[str, ...]) -> None:
+    """A `UsageError` before a job starts if a game's simulator is missing here (DeepMind Lab): each job would
+    fail twice, the reason in its log only."""
+    from common import envs
+
+    for env in games:
+        envs.check_installed(env)
+
+
 def check_suite_name(suite: str, agent: str) -> None:
     """The checks on --suite that need no env import."""
     if suite == "dmlab30" and agent not in MULTI_TASK_AGENTS:
@@ -160,14 +169,22 @@ def load_suite(suite_dir: pathlib.Path) -> Suite | None:
 def check_same(
     saved: Suite | None, requested: Suite, suite_dir: pathlib.Path, remedy: str = "give another --suite_dir"
 ) -> None:
-    """A suite directory holds one agent, preset, frame budget and evaluation, so its aggregate compares like
-    with like."""
+    """A suite directory holds one agent, preset, frame budget and evaluation, and games of its env families
+    (more of them may be added), so its aggregate compares like with like."""
+    if saved is None:
+        return
     for field in ("agent", "preset", "frames", "eval_episodes"):
-        if saved is not None and getattr(saved, field) != getattr(requested, field):
+        if getattr(saved, field) != getattr(requested, field):
             raise UsageError(
                 f"{suite_dir} holds a suite with {field}={getattr(saved, field)}, not {getattr(requested, field)}; "
                 + remedy
             )
+    held, asked = {family(env) for env in saved.games}, {family(env) for env in requested.games}
+    if not asked <= held:
+        raise UsageError(
+            f"{suite_dir} holds a suite of {', '.join(sorted(held))} games ({saved.suite}), not "
+            f"{', '.join(sorted(asked - held))} ({requested.suite}); " + remedy
+        )
 
 
 def merge(saved: Suite | None, requested: Suite) -> Suite:
