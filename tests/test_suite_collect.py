@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import pathlib
+import shutil
 
 import pytest
 
@@ -163,3 +164,17 @@ def test_a_destination_that_cannot_take_the_suite_is_one_line_and_exit_2(source,
     remedy = "a_file is a file, not a directory" if where == "a_file/dest" else "give another destination"
     assert remedy in result.stderr and "--suite_dir" not in result.stderr
     assert (tmp_path / "a_file").read_text() == "mine\n"
+
+
+def test_the_aggregate_refuses_a_job_evaluated_over_other_episodes(tmp_path: pathlib.Path):
+    """A job re-evaluated by hand (`impala.evaluate RUN --episodes 5`) was averaged in beside the suite's
+    200-episode evaluations without a word."""
+    suite_dir = tmp_path / "suite"
+    shutil.copytree(REPO_ROOT / "results" / "suites" / "impala_minatar", suite_dir)
+    evaluation = _plan.evaluation_path(suite_dir / "breakout_s0")
+    evaluation.write_text(json.dumps({**json.loads(evaluation.read_text()), "episodes": 5}))
+    before = (suite_dir / "aggregate.csv").read_text()
+    result = _suite(str(suite_dir), "--reps=10", module="reproduce.suite.aggregate")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "breakout_s0: its final evaluation has 5 episode(s), the suite's 200" in result.stderr
+    assert (suite_dir / "aggregate.csv").read_text() == before

@@ -26,6 +26,7 @@ into SUITE_DIR:
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import pathlib
@@ -78,8 +79,9 @@ def main(argv: list[str]) -> None:
 
 
 def per_game_rows(suite: _plan.Suite, suite_dir: pathlib.Path) -> tuple[list[dict], list[str]]:
-    """One row per evaluated job, and the names of the jobs not evaluated yet."""
-    rows, missing = [], []
+    """One row per evaluated job, and the names of the jobs not evaluated yet; all under one evaluation protocol
+    (`check_one_protocol`)."""
+    rows, missing, episodes = [], [], {}
     for job in _plan.jobs(suite):
         evaluated = _plan.evaluation(suite_dir / job.name)
         if evaluated is None:
@@ -96,7 +98,30 @@ def per_game_rows(suite: _plan.Suite, suite_dir: pathlib.Path) -> tuple[list[dic
                 "normalized": _stats.normalized(suite.agent, env, score), "episodes": levels[game]["episodes"],
                 "published": published[0], "published_normalized": published[1],
             })  # fmt: skip
+        episodes[job.name] = (
+            _plan.family(job.env),
+            {levels[game]["episodes"] for game, _ in _plan.scored_games(job.env)},
+        )
+    check_one_protocol(suite, episodes, suite_dir)
     return rows, missing
+
+
+def check_one_protocol(suite: _plan.Suite, episodes: dict[str, tuple[str, set[int]]], suite_dir: pathlib.Path) -> None:
+    """A `UsageError` naming the jobs evaluated over another number of episodes than the suite's (`--eval_episodes`;
+    0: the agent's protocol, the count most of a family's jobs have): a job re-evaluated by hand would be averaged
+    in beside the others without a word."""
+    by_family: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for family, counts in episodes.values():
+        by_family[family].update(counts)
+    expected = {family: suite.eval_episodes or counts.most_common(1)[0][0] for family, counts in by_family.items()}
+    odd = [name for name, (family, counts) in episodes.items() if counts != {expected[family]}]
+    if odd:
+        family, counts = episodes[odd[0]]
+        raise UsageError(
+            f"{suite_dir / odd[0]}: its final evaluation has {', '.join(map(str, sorted(counts)))} episode(s), the "
+            f"suite's {expected[family]}{f' (and {len(odd) - 1} more job(s))' if len(odd) > 1 else ''}; evaluate it "
+            f"again with --episodes {expected[family]}, or put back the evaluation the suite made"
+        )
 
 
 def write_provenance(suite: _plan.Suite, suite_dir: pathlib.Path, seeds: list[int]) -> None:
