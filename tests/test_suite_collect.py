@@ -178,3 +178,18 @@ def test_the_aggregate_refuses_a_job_evaluated_over_other_episodes(tmp_path: pat
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert "breakout_s0: its final evaluation has 5 episode(s), the suite's 200" in result.stderr
     assert (suite_dir / "aggregate.csv").read_text() == before
+
+
+def test_an_aggregate_made_again_keeps_a_clean_record_of_unchanged_outputs(tmp_path: pathlib.Path):
+    """It rewrote aggregate.provenance.json with a new commit and date: `git status` dirty after a command that
+    changed nothing."""
+    suite_dir = tmp_path / "suite"
+    shutil.copytree(REPO_ROOT / "results" / "suites" / "impala_minatar", suite_dir)
+    assert _suite(str(suite_dir), module="reproduce.suite.aggregate").returncode == 0
+    path = suite_dir / "aggregate.provenance.json"
+    # As if an earlier clean commit had written it: only that commit's code made these bytes.
+    earlier = {**json.loads(path.read_text()), "commit": "a" * 40, "dirty": False, "date_utc": "2026-01-01"}
+    path.write_text(json.dumps(earlier, indent=2) + "\n")
+    assert set(earlier["outputs"]) == {"aggregate.csv", "aggregate.md", "aggregate.png", "per_game.csv", "per_game.png"}
+    assert _suite(str(suite_dir), module="reproduce.suite.aggregate").returncode == 0
+    assert json.loads(path.read_text()) == earlier

@@ -20,8 +20,10 @@ into SUITE_DIR:
   reference its Table 4 means need, `common.scores.VARIANTS`);
 * per_game.png (ours and published per game, normalised, log scale) and
   aggregate.png (each statistic with its interval);
-* aggregate.provenance.json: the suite, its runs' frames and wall time and each
-  run's own provenance, so these files can be committed without the runs.
+* aggregate.provenance.json: the suite, its runs' frames and wall time, each
+  run's own provenance and each output's SHA-256, so these files can be
+  committed without the runs; an aggregate made again that changes none of
+  this keeps it as it was.
 """
 
 from __future__ import annotations
@@ -125,15 +127,16 @@ def check_one_protocol(suite: _plan.Suite, episodes: dict[str, tuple[str, set[in
 
 
 def write_provenance(suite: _plan.Suite, suite_dir: pathlib.Path, seeds: list[int]) -> None:
-    """aggregate.provenance.json: the suite, its runs' frames and wall time, and each run's own record.
+    """aggregate.provenance.json: the suite, its runs' frames and wall time, each run's own record, and each
+    output's SHA-256; kept as it is when an aggregate made again changes none of that (`provenance.write_derived`).
 
     So the aggregate's files can be committed without their (large) run directories.
     """
     names = [_plan.Job(env, seed).name for seed in seeds for env in suite.games]
     finals = [json.loads((suite_dir / name / "final.json").read_text()) for name in names]
     runs = {name: _runs.run_provenance(suite_dir / name) for name in names}
-    provenance.write(
-        suite_dir, "aggregate.provenance.json", config=dataclasses.asdict(suite), seeds=seeds,
+    provenance.write_derived(
+        suite_dir, "aggregate", ("per_game.csv", "per_game.png"), config=dataclasses.asdict(suite), seeds=seeds,
         frames=sum(f["frames"] for f in finals), wall_time_s=_runs.wall_time(finals),
         scale=f"suite {suite.suite}: the {len(names)} runs of seeds {seeds}", extra={"run_provenance": runs},
     )  # fmt: skip
