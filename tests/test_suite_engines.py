@@ -13,6 +13,7 @@ import types
 
 import pytest
 
+from common.errors import UsageError
 from reproduce.suite import _engines
 
 
@@ -95,9 +96,11 @@ class _FakeRay:
         raise self.RayError("node died")
 
 
-def _ray_engine(monkeypatch: pytest.MonkeyPatch, nodes: list[dict], cpus_per_job: int) -> _engines.Ray:
+def _ray_engine(
+    monkeypatch: pytest.MonkeyPatch, nodes: list[dict], cpus_per_job: int, asked: str = "--cpus_per_job"
+) -> _engines.Ray:
     monkeypatch.setitem(sys.modules, "ray", _FakeRay(nodes))
-    return _engines.Ray("head:6379", cpus_per_job)
+    return _engines.Ray("head:6379", cpus_per_job, asked)
 
 
 def _node(cpus: float, alive: bool = True) -> dict:
@@ -113,6 +116,15 @@ def test_ray_slots_count_whole_jobs_per_node(monkeypatch: pytest.MonkeyPatch):
 def test_ray_accepts_a_node_with_exactly_the_cpus_a_job_needs(monkeypatch: pytest.MonkeyPatch):
     """`--cpus_per_job=2` on 2-CPU nodes fits: refusing it would refuse every full-node job."""
     assert _ray_engine(monkeypatch, [_node(2)], cpus_per_job=2).slots() == 1
+
+
+def test_a_job_no_node_holds_names_what_set_its_cpus(monkeypatch: pytest.MonkeyPatch):
+    """It said `--cpus_per_job=3` to a user who never gave the flag: the preset's learner and actors had."""
+    asked = "a job of preset minatar (its learner and 2 actor(s), one CPU each)"
+    with pytest.raises(
+        UsageError, match=r"^a job of preset minatar .*: no node of the Ray cluster at head:6379 has 3 CPUs"
+    ):
+        _ray_engine(monkeypatch, [_node(2)], cpus_per_job=3, asked=asked)
 
 
 def test_a_lost_ray_task_is_a_failed_job(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path):

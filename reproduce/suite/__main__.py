@@ -143,8 +143,11 @@ def _engine(suite: _plan.Suite) -> _engines.Local | _engines.Ray:
     import when --cpus_per_job is given)."""
     if FLAGS.engine == "local":
         return _engines.Local(FLAGS.jobs)
-    cpus = FLAGS.cpus_per_job or 1 + _preset(suite.agent, suite.preset).num_actors  # The learner and the actors.
-    return _engines.Ray(FLAGS.ray_address, cpus)
+    if FLAGS.cpus_per_job:
+        return _engines.Ray(FLAGS.ray_address, FLAGS.cpus_per_job, f"--cpus_per_job={FLAGS.cpus_per_job}")
+    actors = _preset(suite.agent, suite.preset).num_actors
+    asked = f"a job of preset {suite.preset} (its learner and {actors} actor(s), one CPU each)"
+    return _engines.Ray(FLAGS.ray_address, 1 + actors, asked)
 
 
 def _default_name() -> str:

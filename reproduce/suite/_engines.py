@@ -125,7 +125,8 @@ class _Task(NamedTuple):
 class Ray:
     """Jobs as tasks on an existing Ray cluster, each declaring `cpus_per_job` CPUs."""
 
-    def __init__(self, address: str, cpus_per_job: int):
+    def __init__(self, address: str, cpus_per_job: int, asked: str):
+        """`asked`: what set `cpus_per_job`, for the error when no node holds it (the flag, or the preset)."""
         import ray  # Only this engine needs Ray, and it takes seconds to import.
 
         self._ray, self._cpus = ray, cpus_per_job
@@ -142,7 +143,7 @@ class Ray:
         if largest < cpus_per_job:
             ray.shutdown()
             raise UsageError(
-                f"--cpus_per_job={cpus_per_job}: no node of the Ray cluster at {address} has that many CPUs "
+                f"{asked}: no node of the Ray cluster at {address} has {cpus_per_job} CPUs "
                 f"(the largest has {largest:g}); give a smaller --cpus_per_job or a larger node"
             )
         # No retries by Ray: the driver retries a failed job once, whatever the engine.
