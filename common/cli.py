@@ -17,6 +17,7 @@ flags.disclaim_key_flags()
 
 # What absl says of an integer flag given a word: Python's own message, which names nothing accepted.
 _NOT_AN_INTEGER = re.compile(r"invalid literal for int\(\) with base 10: .*$")
+_MISSING = re.compile(r"Flag --(\w+) must have a value other than None")  # absl, per required flag left out.
 
 
 class _FramesParser(flags.FloatParser):
@@ -53,9 +54,27 @@ def run(main: Callable[[list[str]], Any]) -> None:
         except flags.UnrecognizedFlagError as error:
             exit_with_usage_error(UsageError(f"unknown flag --{error.flagname}; accepted: {accepted_flags()}"))
         except (flags.Error, UsageError) as error:
-            exit_with_usage_error(_NOT_AN_INTEGER.sub("expected a whole number", str(error)))
+            exit_with_usage_error(
+                _missing_flags(str(error)) or _NOT_AN_INTEGER.sub("expected a whole number", str(error))
+            )
 
     app.run(cli(main), flags_parser=parse_flags)
+
+
+def _missing_flags(text: str) -> str | None:
+    """absl's error for required flags left out ("flag --frames=None: Flag --frames must have a value other than
+    None.", once per flag) as one line naming each with its help, or None for another error."""
+    names = _MISSING.findall(text)
+    if not names:
+        return None
+    return f"missing required flag{'s' if len(names) > 1 else ''}: " + "; ".join(
+        f"--{name} ({_sentence(flags.FLAGS[name].help)})" for name in names
+    )
+
+
+def _sentence(text: str) -> str:
+    """`text` without its closing full stop (an ellipsis kept), to stand in parentheses."""
+    return text[:-1] if text.endswith(".") and not text.endswith("..") else text
 
 
 def _without_keras() -> None:

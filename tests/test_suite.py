@@ -142,6 +142,9 @@ def test_aggregates_match_their_definitions():
     "args, message",
     [
         (["--agent=dqn", *TOY[1:]], "agent"),
+        # absl's "flag --frames=None: Flag --frames must have a value other than None." said nothing of a value.
+        (TOY[:3], "missing required flag: --frames (Frame budget of every run, e.g. 2e6)"),
+        (TOY[3:], "missing required flags: --agent (<impala|ddqn|laser>: Agent: "),
         ([*TOY[:2], "--suite=nope", TOY[3]], "unknown suite 'nope'"),
         (["--agent=ddqn", "--preset=toy", "--suite=dmlab30", TOY[3]], "only impala does; use --agent impala"),
         ([*TOY[:2], "--suite=toy:catch,toy:nope", TOY[3]], "unknown toy name 'nope'"),
