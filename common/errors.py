@@ -70,7 +70,9 @@ def cli(main: F) -> F:
         except UsageError as error:
             exit_with_usage_error(error)
         except KeyboardInterrupt as interrupt:  # Ctrl-C outside a training loop (which saves and says so).
-            print(f"{_program_name()}: interrupted", file=sys.stderr)
+            # What such a command leaves resumes nothing (an evaluation, an exact study, a benchmark write only
+            # at their end; a collection skips what it copied): the way on is the same command.
+            print(f"{_program_name()}: interrupted; run the same command again", file=sys.stderr)
             sys.exit(getattr(interrupt, "exit_code", 128 + signal.SIGINT))
 
     return wrapped  # type: ignore[return-value]
