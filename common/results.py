@@ -7,11 +7,14 @@ Shared by the reproduce scripts and the benchmarks (which do not import
 from __future__ import annotations
 
 import csv
+import json
 import os
 import pathlib
+import shlex
 import shutil
+import sys
 import tempfile
-from typing import Sequence
+from typing import Any, Sequence
 
 from common.errors import UsageError
 
@@ -60,6 +63,61 @@ def check_directory(label: str, directory: pathlib.Path) -> pathlib.Path:
     except OSError as error:
         raise UsageError(f"{label} cannot be created: {error.strerror} in {ancestor}") from None
     return directory
+
+
+def check_keeps_measurement(out: pathlib.Path, stem: str, out_flag: str, ignore: Sequence[str] = ()) -> None:
+    """A `UsageError` if this benchmark would replace the measurement in `out/stem.*` with one taken under other
+    flags, before it measures.
+
+    A benchmark's table is one run's measurement on the machine at hand: the same command run again measures
+    again and replaces it, by design. Another command (a short check, other sizes) replaced the committed
+    numbers, which the README quotes, without a word; it writes elsewhere with `--<out_flag>`. The flags
+    compared are the entry point's own, as its provenance's command gave them (the rest at their defaults),
+    less `out_flag` and `ignore` (those that change where, not what, it measures).
+    """
+    from absl import flags
+
+    path = out / f"{stem}.provenance.json"
+    if flags.FLAGS[out_flag].present or not path.exists():
+        return
+    command = json.loads(path.read_text()).get("command") or ""
+    recorded = _given_flags(shlex.split(command)[3:])  # After `python -m module`.
+    differences = []
+    for flag in flags.FLAGS.get_key_flags_for_module(sys.argv[0]):
+        if flag.name in (out_flag, *ignore):
+            continue
+        then = recorded.get(flag.name, flag.default)
+        if then != flag.value:
+            differences.append(f"--{flag.name}={_shown(flag.value)} (measured with {_shown(then)})")
+    if unknown := sorted(set(recorded) - {f.name for f in flags.FLAGS.get_key_flags_for_module(sys.argv[0])}):
+        differences.append(f"flags this version lacks ({', '.join(unknown)})")
+    if differences:
+        raise UsageError(
+            f"{out / stem}.* hold the measurement of `{command}`; this command differs in {'; '.join(differences)} "
+            f"and would replace it: run that command to measure again, or give --{out_flag} another directory"
+        )
+
+
+def _shown(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def _given_flags(args: list[str]) -> dict[str, Any]:
+    """The values of the flags in `args` (`--name=value`, `--name value`, `--name`, `--noname`), parsed as now."""
+    from absl import flags
+
+    values, tokens = {}, iter(args)
+    for token in tokens:
+        name, has_value, text = token.lstrip("-").partition("=")
+        if name in flags.FLAGS and flags.FLAGS[name].boolean and not has_value:
+            values[name] = True
+        elif name.startswith("no") and name[2:] in flags.FLAGS and flags.FLAGS[name[2:]].boolean:
+            values[name[2:]] = False
+        elif name in flags.FLAGS:
+            values[name] = flags.FLAGS[name].parser.parse(text if has_value else next(tokens, ""))
+        else:
+            values[name] = text
+    return values
 
 
 def write_csv(path: pathlib.Path, rows: Sequence[dict]) -> None:

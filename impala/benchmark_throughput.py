@@ -36,7 +36,7 @@ import tensorflow as tf
 from absl import flags
 
 from common import cli, envs, provenance
-from common.results import REPO_ROOT, chosen_dir, write_csv
+from common.results import REPO_ROOT, check_keeps_measurement, chosen_dir, write_csv
 from common.reverb import server as reverb_server
 from common.reverb import tables
 from common.reverb import variables as reverb_variables
@@ -157,6 +157,7 @@ def main(argv: list[str]) -> None:
     out = chosen_dir("--output_dir", FLAGS.output_dir, "impala", "benchmarks")
     actor_counts = cli.positive_integers("--actors", FLAGS.actors, "1,2,4")
     publish_periods = cli.positive_integers("--publish_every", FLAGS.publish_every, "1,4")
+    check_keeps_measurement(out, "throughput", "output_dir")
     raw = raw_env_fps(FLAGS.seconds / 2, FLAGS.raw_envs)
     print(f"raw AtariVectorEnv ({FLAGS.raw_envs} envs, 2 threads): {raw:,.0f} frames/s", flush=True)
     learners = {}

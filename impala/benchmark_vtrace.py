@@ -16,11 +16,16 @@ import tensorflow as tf
 from absl import flags
 
 from common import cli, provenance
-from common.results import output_dir, write_csv
+from common.results import check_keeps_measurement, chosen_dir, write_csv
 from impala import vtrace
 
 flags.DEFINE_integer("calls", 300, "Timed calls per configuration (after warm-up).", lower_bound=1)
 flags.DEFINE_integer("repeats", 5, "Timing repeats; the median is reported.", lower_bound=1)
+flags.DEFINE_string(
+    "out",
+    None,
+    "Output directory (default results/impala/benchmarks, where a measurement under other flags is refused).",
+)
 FLAGS = flags.FLAGS
 
 SHAPES = ((20, 32), (20, 256), (100, 32), (100, 256))
@@ -63,6 +68,8 @@ def time_per_call(fn, args, repeats: int, calls: int) -> float:
 
 def main(argv: list[str]) -> None:
     cli.flags_only(argv)
+    out = chosen_dir("--out", FLAGS.out, "impala", "benchmarks")
+    check_keeps_measurement(out, "vtrace", "out")
     start = time.time()
     candidates = {
         "ours_xla_while_loop": tf.function(ours, jit_compile=True),
@@ -86,7 +93,7 @@ def main(argv: list[str]) -> None:
             }
         )
         print(f"{T:>4} {B:>4} " + " ".join(f"{v:>20.1f}µs" for v in micros.values()) + f"  {speedup:7.2f}x")
-    out = output_dir("impala", "benchmarks")
+    out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "vtrace.csv", rows)
     provenance.write(
         out, "vtrace.provenance.json", config={"calls": FLAGS.calls, "repeats": FLAGS.repeats},

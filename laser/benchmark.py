@@ -37,11 +37,16 @@ from absl import flags
 
 from common import cli, provenance
 from common.errors import UsageError
-from common.results import output_dir, write_csv
+from common.results import check_keeps_measurement, chosen_dir, write_csv
 from laser import benchmarking
 from laser.config import MAX_SWEEP, PRESETS, LaserConfig, sweep_members
 
 flags.DEFINE_enum("preset", "minatar_laser", list(PRESETS), "The LASER preset measured (laser/config.py).")
+flags.DEFINE_string(
+    "out",
+    None,
+    "Output directory (default results/laser/benchmarks, where a measurement under other flags is refused).",
+)
 flags.DEFINE_float("seconds", 30, "Timed learner seconds per replay fraction, after a warm-up.")
 flags.DEFINE_integer("agents", MAX_SWEEP, f"Agents sharing one replay, against as many replays (1 to {MAX_SWEEP}).")
 flags.DEFINE_integer(
@@ -200,6 +205,8 @@ def command_stem(preset: str) -> str:
 def main(argv: list[str]) -> None:
     cli.flags_only(argv)
     base, fractions = checked_flags()
+    out, stem = chosen_dir("--out", FLAGS.out, "laser", "benchmarks"), command_stem(FLAGS.preset)
+    check_keeps_measurement(out, stem, "out")
     started, load_start = time.time(), os.getloadavg()[0]
     recording = benchmarking.record(base)
     print(f"recorded {recording['action'].shape[0]} steps x {recording['action'].shape[1]} envs of {base.env} "
@@ -223,8 +230,7 @@ def main(argv: list[str]) -> None:
             memory.append(row)
     comparison = compare(*memory)
     wall_time, load_end = time.time() - started, os.getloadavg()[0]
-    out = output_dir("laser", "benchmarks")
-    stem = command_stem(FLAGS.preset)
+    out.mkdir(parents=True, exist_ok=True)
     write_csv(out / f"{stem}.csv", long_rows(throughput, memory, comparison))
     path = provenance.write(
         out, f"{stem}.provenance.json", config=dataclasses.asdict(base), seeds=[base.seed], frames=None,

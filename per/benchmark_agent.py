@@ -70,7 +70,7 @@ from absl import flags
 from common import cli, envs, launch, provenance
 from common import config as config_lib
 from common.errors import UsageError
-from common.results import output_dir, write_csv
+from common.results import check_keeps_measurement, chosen_dir, write_csv
 from common.reverb import server as reverb_server
 from common.reverb import tables
 from per import agent, networks
@@ -79,6 +79,9 @@ from per.config import PRESETS, PerConfig
 from per.learner import FIELDS, Learner
 
 flags.DEFINE_string("env", "minatar:breakout", "The env, FAMILY:NAME (minatar or atari).")
+flags.DEFINE_string(
+    "out", None, "Output directory (default results/per/benchmarks, where a measurement under other flags is refused)."
+)
 flags.DEFINE_float("seconds", 15, "Timed seconds of each end-to-end row, after the fill and the warm-up.")
 flags.DEFINE_float("warmup_s", 5, "Seconds each end-to-end row learns before its timed window.")
 flags.DEFINE_float("alone_s", 5, "Timed seconds of the env and learner rows.")
@@ -441,19 +444,21 @@ def main(argv: list[str]) -> None:
     config = benchmark_config(FLAGS.env, "proportional", FLAGS.min_replay_size)
     agent.validate(config)
     counts = envs_counts(config)
+    family, game = envs.parse(FLAGS.env)
+    stem = "agent" if FLAGS.env == "minatar:breakout" else f"agent_{family}_{game}"
+    if FLAGS["envs_per_actor"].present:
+        stem += "_envs_" + "_".join(map(str, counts))
+    out = chosen_dir("--out", FLAGS.out, "per", "benchmarks")
+    check_keeps_measurement(out, stem, "out")
     start, load = time.time(), [os.getloadavg()[0]]
     runs = measure_all(
         FLAGS.env, FLAGS.min_replay_size, FLAGS.seconds, FLAGS.warmup_s, FLAGS.alone_s, counts, FLAGS.repeats
     )
     rows = medians(runs)
     wall_time, load = time.time() - start, (load[0], os.getloadavg()[0])
-    family, game = envs.parse(FLAGS.env)
-    stem = "agent" if FLAGS.env == "minatar:breakout" else f"agent_{family}_{game}"
-    if FLAGS["envs_per_actor"].present:
-        stem += "_envs_" + "_".join(map(str, counts))
     report = markdown(rows, config, FLAGS.seconds, load, wall_time, stem)
     print(report)
-    out = output_dir("per", "benchmarks")
+    out.mkdir(parents=True, exist_ok=True)
     write_csv(out / f"{stem}.csv", rows)
     write_csv(out / f"{stem}_runs.csv", run_rows(runs))
     (out / f"{stem}.md").write_text(report)

@@ -42,7 +42,7 @@ from absl import flags
 
 from common import cli, envs, provenance
 from common.errors import UsageError
-from common.results import output_dir, write_csv
+from common.results import check_keeps_measurement, chosen_dir, write_csv
 from common.reverb import tables
 from per import agent, networks
 from per.actor import Actor
@@ -51,6 +51,9 @@ from per.replay import PrioritizedReplay
 
 flags.DEFINE_integer("transitions", 20_000, "Transitions to store in each replay (at least 1,000).")
 flags.DEFINE_string("env", "atari:pong", "The env whose observations are stored, FAMILY:NAME (not dmlab).")
+flags.DEFINE_string(
+    "out", None, "Output directory (default results/per/benchmarks, where a measurement under other flags is refused)."
+)
 FLAGS = flags.FLAGS
 
 TARGET_BYTES_PER_TRANSITION = 2.5e9 / 1e6  # Issue #12: at most 2.5 GB per 10^6 Atari transitions.
@@ -200,15 +203,17 @@ def main(argv: list[str]) -> None:
     if FLAGS.transitions < 1_000:
         raise UsageError(f"--transitions={FLAGS.transitions}: must be >= 1000 (the marginal cost needs a fill)")
     config = benchmark_config(FLAGS.env, FLAGS.transitions)
+    family, name = envs.parse(FLAGS.env)
+    stem = "memory" if FLAGS.env == "atari:pong" else f"memory_{family}_{name}"
+    out = chosen_dir("--out", FLAGS.out, "per", "benchmarks")
+    check_keeps_measurement(out, stem, "out")
     start = time.time()
     with tempfile.TemporaryDirectory() as directory:
         rows = measure(config, FLAGS.transitions, pathlib.Path(directory))
     wall_time = time.time() - start
-    family, name = envs.parse(FLAGS.env)
-    stem = "memory" if FLAGS.env == "atari:pong" else f"memory_{family}_{name}"
     report = markdown(rows, wall_time, f"{stem}.provenance.json")
     print(report)
-    out = output_dir("per", "benchmarks")
+    out.mkdir(parents=True, exist_ok=True)
     write_csv(out / f"{stem}.csv", rows)
     (out / f"{stem}.md").write_text(report)
     provenance.write(

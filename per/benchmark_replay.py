@@ -61,7 +61,7 @@ from absl import flags
 
 from common import cli, envs, provenance
 from common.errors import UsageError
-from common.results import chosen_dir, write_csv
+from common.results import check_keeps_measurement, chosen_dir, write_csv
 from common.reverb import server as reverb_server
 from per import replay, replay_config
 from per.agent import CHUNK_LENGTH
@@ -363,7 +363,9 @@ def main(argv: list[str]) -> None:
         raise UsageError(f"--sizes={','.join(FLAGS.sizes)}: need integers >= 2, e.g. 10000,100000")
     if FLAGS.rounds < 1 or FLAGS.iterations < FLAGS.rounds or FLAGS.batch_size < 1 or FLAGS.chunk_length < 1:
         raise UsageError("need --rounds >= 1, --iterations >= --rounds, --batch_size >= 1 and --chunk_length >= 1")
+    envs.parse(FLAGS.env)  # A bad name before the measurement's flags are compared with the committed one's.
     out = chosen_dir("--out", FLAGS.out, "per", "benchmarks")
+    check_keeps_measurement(out, "replay", "out")
     if cpprb is None:
         print("cpprb is not installed (pip install -c constraints.txt cpprb): measuring Reverb alone.")
     config = {"sizes": sizes, "iterations": FLAGS.iterations, "rounds": FLAGS.rounds,

@@ -262,6 +262,59 @@ def test_an_output_directory_that_cannot_be_made_is_refused_and_the_file_kept(tm
     assert mine.read_text() == "mine"
 
 
+@pytest.mark.parametrize(
+    "module, flag, outputs",
+    [
+        ("per.benchmark_replay", "--iterations=10", "per/benchmarks"),  # Seen: it replaced the 10^5-item table.
+        ("per.benchmark_memory", "--transitions=2000", "per/benchmarks"),
+        ("per.benchmark_agent", "--seconds=1", "per/benchmarks"),
+        ("impala.benchmark_vtrace", "--calls=3", "impala/benchmarks"),
+        ("impala.benchmark_throughput", "--seconds=2", "impala/benchmarks"),
+        ("laser.benchmark", "--seconds=1", "laser/benchmarks"),
+        ("reproduce.benchmarks.peers", "--runs=1", "impala/benchmarks"),
+    ],
+)
+def test_a_benchmark_under_other_flags_is_refused_before_it_replaces_the_committed_one(module, flag, outputs):
+    before = _files(REPO / "results" / outputs)
+    result = run(sys.executable, "-m", module, flag)
+    assert_one_line_usage_error(result, "hold the measurement of `python -m", f"differs in {flag}", "another directory")
+    assert _files(REPO / "results" / outputs) == before
+
+
+_KEEPS_MEASUREMENT = """
+import json, pathlib, sys
+from absl import flags
+from common import cli, results
+flags.DEFINE_float("seconds", 15, "")
+flags.DEFINE_list("actors", ["1"], "")
+flags.DEFINE_bool("fast", False, "")
+flags.DEFINE_string("place", "here", "")
+flags.DEFINE_string("out", None, "")
+out = pathlib.Path(sys.argv.pop(1))
+(out / "bench.provenance.json").write_text(json.dumps({"command": "python -m bench --seconds 60 --actors=1,2 --fast"}))
+cli.run(lambda argv: results.check_keeps_measurement(out, "bench", "out", ignore=("place",)))
+"""
+
+
+@pytest.mark.parametrize(
+    "flags, refused",
+    [
+        (["--seconds=60", "--actors", "1,2", "--fast"], None),  # The same flags, written otherwise.
+        (["--seconds=60", "--actors=1,2", "--fast", "--place=there"], None),  # A flag of where, not what.
+        (["--seconds=60", "--actors=1,2", "--fast", "--out=elsewhere"], None),
+        (["--seconds=60", "--actors=1,2"], "--fast=False (measured with True)"),
+        (["--seconds=61", "--actors=1,2", "--fast"], "--seconds=61.0 (measured with 60.0)"),
+        (["--seconds=60", "--actors=1", "--fast"], "--actors=1 (measured with 1,2)"),
+    ],
+)
+def test_a_measurement_is_kept_from_other_flags_only(tmp_path, flags, refused):
+    result = run(sys.executable, "-c", _KEEPS_MEASUREMENT, str(tmp_path), *flags)
+    if refused is None:
+        assert result.returncode == 0, result.stderr
+    else:
+        assert_one_line_usage_error(result, refused)
+
+
 @pytest.mark.parametrize("where", ["/proc/nonexistent/suite", "notes.txt/suite"])
 def test_a_suite_directory_that_cannot_be_made_is_one_line(tmp_path, where):
     """Each was a traceback (NotADirectoryError, FileNotFoundError) after the suite's checks."""

@@ -383,7 +383,10 @@ def test_an_interrupted_evaluation_is_one_line_and_writes_nothing(copied_run):
             process.send_signal(signal.SIGINT)
             break
     _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 130 and stderr.strip() == "python -m impala.evaluate: interrupted; run the same command again"
+    assert (
+        process.returncode == 130
+        and stderr.strip() == "python -m impala.evaluate: interrupted; run the same command again"
+    )
     assert not list(copied_run.glob("eval_step*"))
 
 

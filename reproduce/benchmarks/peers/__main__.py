@@ -19,7 +19,7 @@ from absl import flags
 
 from common import cli, provenance
 from common.errors import UsageError, choice_error
-from common.results import REPO_ROOT, chosen_dir
+from common.results import REPO_ROOT, check_keeps_measurement, chosen_dir
 from reproduce.benchmarks.peers import measure, report, systems, venv
 
 PEERS = ("sample_factory",)
@@ -73,6 +73,7 @@ def main(argv: list[str]) -> None:
     started = time.time()
     window = check_flags()
     out = chosen_dir("--out", FLAGS.out, "impala", "benchmarks")
+    check_keeps_measurement(out, "peers", "out", ignore=("peer_dir", "base_python"))  # Where, not what.
     peers, interpreter, notes = peer_systems(window)
     rows, resolved, every = [], {}, [systems.ours(), *peers]
     for run, system in measure.schedule(every, FLAGS.runs):
