@@ -390,7 +390,8 @@ def check_same_flags(run_dir: pathlib.Path, flags: list[str], extend: bool | Non
         if stopped_short(run_dir, started, flags):
             # Stopped on its way to a budget, then asked for a smaller one: finishing it keeps its training.
             go_on = f"--frames={budget(started)}" + (" --extend" if extend is not None else "")
-            hint = f"it stopped short of its {budget(started):,} frames: pass {go_on} to finish it, or " + hint[5:]
+            fresh = retrain_hint(started, flags, None, "the old run is moved aside")  # Not "trained past".
+            hint = f"it stopped short of its {budget(started):,} frames: pass {go_on} to finish it, or {fresh}"
         raise UsageError(
             f"{run_dir} was trained with other flags (it has {' '.join(only_run) or 'none'}; this command asks "
             f"{' '.join(only_now) or 'none'}); {hint}"

@@ -437,7 +437,9 @@ def test_a_run_stopped_short_of_its_budget_is_offered_its_own_budget_not_only_fr
 
     command = f"python -m per.train --preset=p --frames=60 --run_dir {tmp_path / 'run'}"
     stopped = recorded_run(tmp_path / "run", command)  # final.json: 7 frames, an earlier segment's.
-    with pytest.raises(UsageError, match=r"stopped short of its 60 frames: pass --frames=60 --extend to finish it, or"):
+    # It once read "... to finish it, or un was trained past 50 frames": the stopped run had trained 7.
+    finish = r"stopped short of its 60 frames: pass --frames=60 --extend to finish it, or pass --fresh to retrain it"
+    with pytest.raises(UsageError, match=finish + r" \(the old run is moved aside\)$"):
         _runs.check_same_flags(stopped, ["--preset=p", "--frames=50"], extend=True)
     finished = recorded_run(tmp_path / "done", command.replace("60", "7"))
     with pytest.raises(UsageError, match=r"asks --frames=9\); pass --fresh"):  # A finished run: another job.
