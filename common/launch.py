@@ -303,7 +303,23 @@ def run_server(agent: Agent, request: config_lib.Request, options: Options, conf
         sizes = ", ".join(f"{name} {info.current_size}" for name, info in served)
         print(f"serving the tables saved in {tables_dir.saved(tables_from)[-1]}: {sizes} items", flush=True)
     print(f"Reverb server listening on port {server.port} (all interfaces; keep it on a private network)")
-    server.wait()
+    try:
+        server.wait()
+    except KeyboardInterrupt as interrupt:
+        print(f"interrupted: {server_stopped(agent.name, tables_from, options.resume)}", file=sys.stderr, flush=True)
+        sys.exit(getattr(interrupt, "exit_code", 128 + signal.SIGINT))
+
+
+def server_stopped(agent: str, tables_from: pathlib.Path | None, resumed: bool) -> str:
+    """What a stopped server leaves, and how to serve it again: a server started anew on its saved tables is
+    refused (`tables_dir.check`), so the way on is `--resume`, which "the same command" alone does not say."""
+    if tables_from is None:
+        return f"the server stopped, and its tables with it ({agent} saves none); the same command serves new ones"
+    again = "the same command" if resumed else "the same command and --resume"
+    return (
+        f"the server stopped; its tables, as of the learner's last checkpoint, are in {tables_from}: "
+        f"serve them again with {again}"
+    )
 
 
 # The flags of a role's own, by the roles that use them; given to any other role, a `UsageError`, not a silent

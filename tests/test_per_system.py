@@ -239,7 +239,13 @@ def test_a_separate_server_saves_the_replay_in_its_tables_dir_and_serves_it_agai
         assert not run_dir.exists()  # Before: it trained, α 0.6 sampling while its config.json said 0.3.
         learn("--preset=toy", "--frames=3000")
         os.killpg(server.pid, signal.SIGINT)
-        server.wait(timeout=60)
+        stopped, _ = server.communicate(timeout=60)
+        # It said "run the same command again", which is refused (below): the way on is --resume.
+        assert (
+            server.returncode == 130
+            and f"are in {tables}: serve them again with the same command and --resume" in stopped
+        )
+        assert "portpicker" not in stopped, stopped  # "Returning a port that wasn't given by portpicker".
         saved = tables_dir.saved(tables)
         assert len(saved) == 1 and (saved[0] / "DONE").exists(), saved
         again = run("--role=server", "--preset=toy", f"--tables_dir={tables}", timeout=120)

@@ -6,6 +6,7 @@ The server listens on all interfaces. On one machine keep its port private
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 import tempfile
@@ -16,6 +17,15 @@ import reverb
 
 from common.errors import UsageError
 from common.reverb.ports import check_port_free
+
+
+def _not_portpicker_info(record: logging.LogRecord) -> bool:
+    # A server given its --port returns it to portpicker as it stops, which logs on the root logger that it had
+    # not handed the port out: a line of noise after a stopped server's last word.
+    return not (record.pathname.endswith("portpicker.py") and record.levelno < logging.WARNING)
+
+
+logging.getLogger().addFilter(_not_portpicker_info)
 
 
 def make_server(
