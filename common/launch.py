@@ -524,8 +524,14 @@ class ActorSupervisor:
     def start(self) -> None:
         for actor_id in self._incarnations:
             self._start(actor_id)
-        (self._log_dir / "actor_pids").write_text(" ".join(str(p.pid) for p in self._processes.values()) + "\n")
+        self._write_pids()
         threading.Thread(target=self._watch, daemon=True).start()
+
+    def _write_pids(self) -> None:
+        """`actor_pids`: the live actors' PIDs, by actor id, replaced whole (a reader never sees half a file)."""
+        path = self._log_dir / "actor_pids"
+        path.with_name(".actor_pids").write_text(" ".join(str(p.pid) for p in self._processes.values()) + "\n")
+        path.with_name(".actor_pids").replace(path)
 
     def _start(self, actor_id: int) -> None:
         command = [
@@ -555,6 +561,7 @@ class ActorSupervisor:
                         print(f"actor {actor_id}: restart failed ({error}); retrying", flush=True)
                         continue
                     self.restarts += 1
+                    self._write_pids()  # A restarted actor's new PID: `kill $(cat actor_pids)` reaches it.
 
     def stop(self) -> None:
         with self._restarting:

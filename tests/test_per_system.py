@@ -165,6 +165,7 @@ def test_an_actor_process_fills_the_replay_at_the_limiters_ratio_and_is_restarte
     assert f"actor 0 (pid {victim}) exited with -9; restarting" in output
     final = json.loads((run_dir / "final.json").read_text())
     assert final["frames"] >= 3000 and final["actor_restarts"] >= 1
+    assert victim not in map(int, (run_dir / "actor_pids").read_text().split())  # It kept the dead actor's PID.
     assert final["episodes"] == episode_rows(run_dir) > 3000 / 12  # Catch: a game every 9 or 10 steps.
 
     inserts, samples, config = saved_replay_counts(run_dir)
