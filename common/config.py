@@ -193,6 +193,20 @@ def resolve(presets: Mapping[str, C], default_preset: str, request: Request, wha
 _PER_RUN = ("env", "env_options", "seed")
 
 
+def start_flags(saved: Any, config: Any) -> list[str]:
+    """The flags that give a resumed start `config`'s operational changes to the `saved` config again: `--actors N`,
+    `--config_override NAME=VALUE`. Its budget is left out: the run's record keeps it (`run_dir.last_budget`).
+
+    config.json stays as saved, so a resume hint without them would quietly start the saved actors again.
+    """
+    flags = []
+    for name in OPERATIONAL_FIELDS:
+        if name != "total_frames" and hasattr(saved, name) and getattr(config, name) != getattr(saved, name):
+            value = getattr(config, name)
+            flags.append(f"--actors {value}" if name == "num_actors" else f"--config_override {name}={value}")
+    return flags
+
+
 def resume(saved: C, request: Request, presets: Mapping[str, C], what: str) -> C:
     """The run's saved config with the requested operational changes.
 

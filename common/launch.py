@@ -250,6 +250,8 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         )  # fmt: skip
     print(f"run directory {directory}; Reverb at {address}", flush=True)
     resume_command = gone = None  # A separate learner's: how to continue, and what it says if its server goes.
+    if options.resume and (this_start := config_lib.start_flags(saved, config)):
+        resume_command = f"python -m {agent.module} --run_dir {directory} --resume {' '.join(this_start)}"
     if options.role == "learner":
         resume_command = options.continue_with or learner_hints(agent, options, config, address, directory, record)
         gone = f"stopping (the run keeps its last checkpoint); once the server is back, continue with {resume_command}"

@@ -152,6 +152,15 @@ def test_resume_changes_only_operational_fields():
     assert config_lib.resume(saved, Request(preset="minatar"), PRESETS, "c") == saved
 
 
+def test_a_resumes_hint_carries_its_operational_changes_but_not_its_budget():
+    """Its hint was `--run_dir R --resume` alone: followed, it started the saved config's actors again."""
+    saved = PRESETS["minatar"]
+    request = Request(frames=1e7, actors=1, overrides=("log_every_s=2",))  # The preset: 2 actors.
+    config = config_lib.resume(saved, request, PRESETS, "c")
+    assert config_lib.start_flags(saved, config) == ["--actors 1", "--config_override log_every_s=2.0"]
+    assert config_lib.start_flags(saved, config_lib.resume(saved, Request(frames=1e7), PRESETS, "c")) == []
+
+
 def test_a_resume_naming_the_runs_preset_needs_no_env_flag_and_any_other_preset_is_refused():
     saved = dataclasses.replace(PRESETS["minatar"], env="minatar:asterix", seed=4)  # The preset's env is breakout.
     assert config_lib.resume(saved, Request(preset="minatar"), PRESETS, "c") == saved
