@@ -449,7 +449,7 @@ class Progress:
 
     Rates are measured from the first line on, so neither the start-up
     (building, compiling, the first batch) nor a resumed run's earlier frames
-    distort them; the first line has no ETA. The ETA divides the frames left by
+    distort them; the first line has no ETA (unless the budget is reached). The ETA divides the frames left by
     the rate over the last `eta_window_s` seconds of lines (or all of them,
     early on), not since the first line: a run's speed can change for good, as
     a DQN run's does when learning starts after the replay's warm-up fill
@@ -490,7 +490,7 @@ class Progress:
         """The progress line at `frames`; its rates (none on the first line) stay in `rates` for TensorBoard."""
         now = self._clock()
         parts = [f"frames {frames:,}/{self._total:,}"]
-        eta = "?"
+        eta = duration(0) if frames >= self._total else "?"  # Done is known on a start's first line too.
         self.rates = {}
         if self._lines:
             elapsed = max(now - self._last_time, 1e-9)

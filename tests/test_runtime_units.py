@@ -444,6 +444,11 @@ def test_first_progress_line_has_no_eta_and_later_ones_do():
     assert set(progress.rates) == {"frames_per_s", "learner_steps_per_s"} and progress.rates["frames_per_s"] > 0
 
 
+def test_a_line_at_the_budget_says_eta_0_even_as_a_starts_first():
+    """A start shorter than one interval ended on 'frames 8,000/8,000 | ... | ETA ?'."""
+    assert run_dir.Progress(total_frames=1000, every_s=0.0).line(1000, 9).endswith(" | ETA 0m00s")
+
+
 def test_eta_follows_the_recent_rate_after_a_change_of_speed():
     # 100 s at 1,000 frames/s (as DQN's replay warm-up fill), then 10 frames/s
     # for longer than the window: the ETA is the slow rate's, 24h58m, where the
