@@ -106,7 +106,10 @@ def benchmark_config(env: str, variant: str, min_replay_size: int, envs_per_acto
     family, _ = envs.parse(env)
     name = f"{family}_{VARIANTS[variant]}"
     if name not in PRESETS:
-        raise UsageError(f"--env={env}: PER has no {family} presets; use minatar:GAME or atari:GAME")
+        # The toy preset has no rank-based and proportional pair (`VARIANTS`) to set side by side.
+        raise UsageError(
+            f"--env={env}: the benchmark measures PER's minatar and atari presets; use minatar:GAME or atari:GAME"
+        )
     preset = PRESETS[name]
     return dataclasses.replace(
         preset, env=env, epsilon_start=preset.epsilon_end, min_replay_size=min_replay_size,

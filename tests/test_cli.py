@@ -409,7 +409,8 @@ BENCHMARK_CASES = {
         (("--warmup_s=0",), "--warmup_s=0.0: must be > 0"),
         (("--alone_s=-1",), "--alone_s=-1.0: must be > 0"),
         (("--repeats=0",), "--repeats=0: must be > 0"),
-        (("--env=dmlab:rooms_watermaze",), "PER has no dmlab presets; use minatar:GAME or atari:GAME"),
+        (("--env=dmlab:rooms_watermaze",), "measures PER's minatar and atari presets; use minatar:GAME or atari:GAME"),
+        (("--env=toy:catch",), "measures PER's minatar and atari presets"),  # Was "PER has no toy presets": it has.
     ],
     "per.benchmark_memory": [
         (("--env=dmlab:rooms_watermaze",), "PER has no dmlab preset; use one of"),
