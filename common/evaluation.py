@@ -196,7 +196,10 @@ def report(
     if protocol is not None:
         result["human_normalized"] = scores.normalized(name, result["mean_return"], protocol)
     path = write_result(directory, step, result)
-    normalized = f", {100 * result['human_normalized']:.1f}% of human" if "human_normalized" in result else ""
+    normalized = ""
+    if protocol is not None:  # Which table, and how the episodes started where the agent says (PER's Atari).
+        starts = f", played from {result['start_protocol']}" if "start_protocol" in result else ""
+        normalized = f", {100 * result['human_normalized']:.1f}% of human (the {protocol} table{starts})"
     print(
         f"{config.env} at learner step {step}: mean return {result['mean_return']:.2f} "
         f"± {result['std_return']:.2f} over {len(returns)} episodes{normalized}; written to {path}"

@@ -125,3 +125,14 @@ def test_per_epsilon_greedy_explores_epsilon_of_the_time_per_env():
     actions = np.concatenate([policy(np.zeros((1000, 1), np.float32), np.zeros(1000, bool)) for _ in range(20)])
     # Greedy action 2 unless exploring; exploring picks 2 a quarter of the time: P(not 2) = 0.2 * 3/4.
     assert np.mean(actions != 2) == pytest.approx(0.15, abs=0.01)
+
+
+def test_the_summary_line_names_the_score_table_and_where_the_agent_says_how_episodes_started(tmp_path, capsys):
+    """PER's Atari scores, played from no-op starts and normalised with the human-starts table, said neither."""
+    pong = types.SimpleNamespace(env="atari:pong", env_options=())
+    extra = {"start_protocol": "no-op starts (PER used human starts)"}
+    evaluation.report(tmp_path, pong, 7, [-21.0, -20.0], 1, 1.0, "atari_human_starts", extra)
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "% of human (the atari_human_starts table, played from no-op starts (PER used human starts))" in line
+    evaluation.report(tmp_path, CATCH, 8, [1.0], 1, 1.0, "atari_human_starts")
+    assert "of human" not in capsys.readouterr().out  # No table for the toy env.
