@@ -451,7 +451,7 @@ def test_a_ray_job_declares_a_cpu_for_its_learner_and_one_per_actor():
 
         flags.FLAGS(["reproduce.suite", "--agent=impala", "--preset=toy", "--suite=toy:catch", "--frames=3e3",
                      "--engine=ray", "--ray_address=head:6379"])
-        driver._engines.Ray = lambda address, cpus: print(f"RESULT {cpus} {PRESETS['toy'].num_actors}")
+        driver._engines.Ray = lambda address, cpus, asked: print(f"RESULT {cpus} {PRESETS['toy'].num_actors}")
         driver._engine(driver._plan.Suite("impala", "toy", "toy:catch", ("toy:catch",), (0,), 3000, 0))
         """
     )
