@@ -82,14 +82,14 @@ def check_keeps_measurement(out: pathlib.Path, stem: str, out_flag: str, ignore:
         return
     command = json.loads(path.read_text()).get("command") or ""
     recorded = _given_flags(shlex.split(command)[3:])  # After `python -m module`.
-    differences = []
-    for flag in flags.FLAGS.get_key_flags_for_module(sys.argv[0]):
+    own, differences = flags.FLAGS.get_key_flags_for_module(sys.argv[0]), []
+    for flag in own:
         if flag.name in (out_flag, *ignore):
             continue
         then = recorded.get(flag.name, flag.default)
         if then != flag.value:
             differences.append(f"--{flag.name}={_shown(flag.value)} (measured with {_shown(then)})")
-    if unknown := sorted(set(recorded) - {f.name for f in flags.FLAGS.get_key_flags_for_module(sys.argv[0])}):
+    if unknown := sorted(set(recorded) - {flag.name for flag in own}):
         differences.append(f"flags this version lacks ({', '.join(unknown)})")
     if differences:
         raise UsageError(
