@@ -78,10 +78,12 @@ def check_keeps_measurement(out: pathlib.Path, stem: str, out_flag: str, ignore:
     from absl import flags
 
     path = out / f"{stem}.provenance.json"
-    if flags.FLAGS[out_flag].present or not path.exists():
+    committed = out.resolve() == RESULTS.resolve() or RESULTS.resolve() in out.resolve().parents
+    if not committed or not path.exists():  # Elsewhere (`--out /tmp/x`), a measurement is the user's own.
         return
     command = json.loads(path.read_text()).get("command") or ""
-    recorded = _given_flags(shlex.split(command)[3:])  # After `python -m module`.
+    tokens = shlex.split(command)
+    recorded = _given_flags(tokens[3:] if tokens[1:2] == ["-m"] else tokens[2:])  # After `python -m module`.
     own, differences = flags.FLAGS.get_key_flags_for_module(sys.argv[0]), []
     for flag in own:
         if flag.name in (out_flag, *ignore):
@@ -89,12 +91,13 @@ def check_keeps_measurement(out: pathlib.Path, stem: str, out_flag: str, ignore:
         then = recorded.get(flag.name, flag.default)
         if then != flag.value:
             differences.append(f"--{flag.name}={_shown(flag.value)} (measured with {_shown(then)})")
-    if unknown := sorted(set(recorded) - {flag.name for flag in own}):
+    if unknown := sorted(name for name in recorded if name not in flags.FLAGS):
         differences.append(f"flags this version lacks ({', '.join(unknown)})")
     if differences:
         raise UsageError(
             f"{out / stem}.* hold the measurement of `{command}`; this command differs in {'; '.join(differences)} "
-            f"and would replace it: run that command to measure again, or give --{out_flag} another directory"
+            f"and would replace it: run that command to measure again, or give --{out_flag} a directory outside "
+            "results/"
         )
 
 
@@ -114,8 +117,12 @@ def _given_flags(args: list[str]) -> dict[str, Any]:
         elif name.startswith("no") and name[2:] in flags.FLAGS and flags.FLAGS[name[2:]].boolean:
             values[name[2:]] = False
         elif name in flags.FLAGS:
-            values[name] = flags.FLAGS[name].parser.parse(text if has_value else next(tokens, ""))
-        else:
+            text = text if has_value else next(tokens, "")
+            try:
+                values[name] = flags.FLAGS[name].parser.parse(text)
+            except (ValueError, flags.Error):  # A value this version refuses: a difference, shown as recorded.
+                values[name] = text
+        else:  # A flag this version lacks; its value, if any, was given with `=`.
             values[name] = text
     return values
 

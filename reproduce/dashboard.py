@@ -618,7 +618,7 @@ STUDIES: tuple[Study, ...] = (
     Study(
         "IMPALA",
         "Table 1 analogue: raw env, learner alone, end to end with 1/2/4 actors",
-        "`python -m impala.benchmark_throughput`",
+        "`python -m impala.benchmark_throughput --publish_every 1,4`",  # The committed measurement's flags.
         "`impala/benchmarks/throughput.{csv,md}`",
         "benchmark",
         "impala/benchmarks/throughput",

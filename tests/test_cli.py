@@ -277,7 +277,7 @@ def test_an_output_directory_that_cannot_be_made_is_refused_and_the_file_kept(tm
 def test_a_benchmark_under_other_flags_is_refused_before_it_replaces_the_committed_one(module, flag, outputs):
     before = _files(REPO / "results" / outputs)
     result = run(sys.executable, "-m", module, flag)
-    assert_one_line_usage_error(result, "hold the measurement of `python -m", f"differs in {flag}", "another directory")
+    assert_one_line_usage_error(result, "hold the measurement of `python -m", f"differs in {flag}", "outside results/")
     assert _files(REPO / "results" / outputs) == before
 
 
@@ -290,25 +290,39 @@ flags.DEFINE_list("actors", ["1"], "")
 flags.DEFINE_bool("fast", False, "")
 flags.DEFINE_string("place", "here", "")
 flags.DEFINE_string("out", None, "")
-out = pathlib.Path(sys.argv.pop(1))
-(out / "bench.provenance.json").write_text(json.dumps({"command": "python -m bench --seconds 60 --actors=1,2 --fast"}))
-cli.run(lambda argv: results.check_keeps_measurement(out, "bench", "out", ignore=("place",)))
+committed, recorded = pathlib.Path(sys.argv.pop(1)), sys.argv.pop(1)
+results.RESULTS = committed.parent  # As if it were results/<paper>/benchmarks.
+(committed / "bench.provenance.json").write_text(json.dumps({"command": recorded}))
+cli.run(lambda argv: results.check_keeps_measurement(pathlib.Path(flags.FLAGS.out or committed), "bench", "out",
+                                                      ignore=("place",)))
 """
+RECORDED = "python -m bench --seconds 60 --actors=1,2 --fast"
 
 
 @pytest.mark.parametrize(
-    "flags, refused",
+    "recorded, flags, refused",
     [
-        (["--seconds=60", "--actors", "1,2", "--fast"], None),  # The same flags, written otherwise.
-        (["--seconds=60", "--actors=1,2", "--fast", "--place=there"], None),  # A flag of where, not what.
-        (["--seconds=60", "--actors=1,2", "--fast", "--out=elsewhere"], None),
-        (["--seconds=60", "--actors=1,2"], "--fast=False (measured with True)"),
-        (["--seconds=61", "--actors=1,2", "--fast"], "--seconds=61.0 (measured with 60.0)"),
-        (["--seconds=60", "--actors=1", "--fast"], "--actors=1 (measured with 1,2)"),
+        (RECORDED, ["--seconds=60", "--actors", "1,2", "--fast"], None),  # The same flags, written otherwise.
+        (RECORDED, ["--seconds=60", "--actors=1,2", "--fast", "--place=there"], None),  # Where, not what.
+        (RECORDED, ["--seconds=60", "--actors=1,2", "--out=elsewhere"], None),  # Not into results/.
+        (RECORDED, ["--seconds=60", "--actors=1,2"], "--fast=False (measured with True)"),
+        (RECORDED, ["--seconds=61", "--actors=1,2", "--fast"], "--seconds=61.0 (measured with 60.0)"),
+        (RECORDED, ["--seconds=60", "--actors=1", "--fast"], "--actors=1 (measured with 1,2)"),
+        (RECORDED, ["--seconds=61", "--actors=1,2", "--fast", "--out=COMMITTED"], "--seconds=61.0"),  # results/.
+        (RECORDED + " --alsologtostderr --verbosity 1", ["--seconds=60", "--actors=1,2", "--fast"], None),  # absl's.
+        (
+            "python -m bench --seconds abc --gone=3",
+            [],
+            "--seconds=15.0 (measured with abc); flags this version lacks (gone)",
+        ),
+        ("python bench.py --seconds 60 --actors=1,2 --fast", ["--seconds=60", "--actors=1,2", "--fast"], None),
     ],
 )
-def test_a_measurement_is_kept_from_other_flags_only(tmp_path, flags, refused):
-    result = run(sys.executable, "-c", _KEEPS_MEASUREMENT, str(tmp_path), *flags)
+def test_a_measurement_is_kept_from_other_flags_only(tmp_path, recorded, flags, refused):
+    committed = tmp_path / "benchmarks"
+    committed.mkdir()
+    flags = [flag.replace("COMMITTED", str(committed)) for flag in flags]
+    result = run(sys.executable, "-c", _KEEPS_MEASUREMENT, str(committed), recorded, *flags)
     if refused is None:
         assert result.returncode == 0, result.stderr
     else:
