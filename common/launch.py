@@ -249,11 +249,13 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
             agent.module, directory / "config.json", address, config.num_actors, directory, record.index
         )  # fmt: skip
     print(f"run directory {directory}; Reverb at {address}", flush=True)
-    resume_command = gone = None  # A separate learner's: how to continue, and what it says if its server goes.
-    if options.resume and (this_start := config_lib.start_flags(saved, config)):
+    # How to continue (the default: this module, --run_dir, --resume), and what a learner says if its server goes.
+    resume_command = gone = None
+    this_start = config_lib.start_flags(saved, config) if options.resume else []
+    if this_start:
         resume_command = f"python -m {agent.module} --run_dir {directory} --resume {' '.join(this_start)}"
     if options.role == "learner":
-        resume_command = options.continue_with or learner_hints(agent, options, config, address, directory, record)
+        resume_command = options.continue_with or learner_hints(agent, config, address, directory, record, this_start)
         gone = f"stopping (the run keeps its last checkpoint); once the server is back, continue with {resume_command}"
         # Reverb's calls wait forever on a vanished server: the learner says so and stops (its last checkpoint kept).
         watchdog = (address, "learner", options.connect_timeout_s, gone)
@@ -308,16 +310,22 @@ def run_server(agent: Agent, request: config_lib.Request, options: Options, conf
     try:
         server.wait()
     except KeyboardInterrupt as interrupt:
-        print(f"interrupted: {server_stopped(agent.name, tables_from, options.resume)}", file=sys.stderr, flush=True)
+        print(f"interrupted: {server_stopped(agent.name, tables_from, options)}", file=sys.stderr, flush=True)
         sys.exit(getattr(interrupt, "exit_code", 128 + signal.SIGINT))
 
 
-def server_stopped(agent: str, tables_from: pathlib.Path | None, resumed: bool) -> str:
-    """What a stopped server leaves, and how to serve it again: a server started anew on its saved tables is
-    refused (`tables_dir.check`), so the way on is `--resume`, which "the same command" alone does not say."""
+def server_stopped(agent: str, tables_from: pathlib.Path | None, options: Options) -> str:
+    """What a stopped server leaves, and how to serve it again: a server started anew on saved tables is refused
+    (`tables_dir.check`), so the way on is `--resume`, which "the same command" alone does not say."""
     if tables_from is None:
         return f"the server stopped, and its tables with it ({agent} saves none); the same command serves new ones"
-    again = "the same command" if resumed else "the same command and --resume"
+    if not tables_dir.saved(tables_from):
+        return "the server stopped before a learner's checkpoint saved its tables; the same command serves new ones"
+    again = (
+        "the same command" if options.resume
+        else "the same command with --resume in place of --overwrite" if options.overwrite
+        else "the same command and --resume"
+    )  # fmt: skip
     return (
         f"the server stopped; its tables, as of the learner's last checkpoint, are in {tables_from}: "
         f"serve them again with {again}"
@@ -366,9 +374,10 @@ def check_tables_dir(agent: Agent, options: Options) -> None:
 
 
 def learner_hints(
-    agent: Agent, options: Options, config: Any, address: str, directory: pathlib.Path, record: run_dir.RunRecord
+    agent: Agent, config: Any, address: str, directory: pathlib.Path, record: run_dir.RunRecord, this_start: list[str]
 ) -> str:
-    """Says how to start a hand-started learner's actors; returns the command that continues it."""
+    """Says how to start a hand-started learner's actors; returns the command that continues it, with this start's
+    operational changes (`config_lib.start_flags`)."""
     if getattr(config, "num_actors", 0):
         # Its actors are not this process's to start: said, so that "replay 0" reads as waiting for them.
         segment = f" --segment={record.index}" if record.index else ""
@@ -378,6 +387,7 @@ def learner_hints(
             f"(I from 0 to {config.num_actors - 1})", flush=True,
         )  # fmt: skip
     command = f"python -m {agent.module} --role learner --replay_address {address} --run_dir {directory} --resume"
+    command += "".join(f" {flag}" for flag in this_start)
     if agent.checkpoint_tables:  # Else the resumed learner samples an empty replay.
         command += " (its server started again with --tables_dir DIR --resume)"
     return command

@@ -161,6 +161,15 @@ def test_a_resumes_hint_carries_its_operational_changes_but_not_its_budget():
     assert config_lib.start_flags(saved, config_lib.resume(saved, Request(frames=1e7), PRESETS, "c")) == []
 
 
+def test_a_resumed_learners_hint_carries_its_starts_operational_flags_too(tmp_path):
+    """The separate learner's hint was built apart from `role all`'s and kept a bare --resume."""
+    agent = launch.Agent("impala", "impala.train", PRESETS, "minatar", parts=lambda: pytest.fail("loaded"))
+    record, config = types.SimpleNamespace(index=1), types.SimpleNamespace(num_actors=0)
+    command = launch.learner_hints(agent, config, "h:1", tmp_path, record, ["--config_override log_every_s=2.0"])
+    learner = f"python -m impala.train --role learner --replay_address h:1 --run_dir {tmp_path} --resume"
+    assert command == learner + " --config_override log_every_s=2.0"
+
+
 def test_a_resume_naming_the_runs_preset_needs_no_env_flag_and_any_other_preset_is_refused():
     saved = dataclasses.replace(PRESETS["minatar"], env="minatar:asterix", seed=4)  # The preset's env is breakout.
     assert config_lib.resume(saved, Request(preset="minatar"), PRESETS, "c") == saved
@@ -1268,3 +1277,16 @@ def test_a_saved_config_and_a_preset_exclude_each_other(tmp_path):
     assert resolve(config_file=str(path), frames=7) == dataclasses.replace(PRESETS["minatar"], total_frames=7)
     with pytest.raises(UsageError, match="--config and --preset exclude each other"):
         resolve(config_file=str(path), preset="toy")
+
+
+def test_a_stopped_servers_hint_is_one_its_next_start_accepts(tmp_path):
+    """`--resume` only where tables were saved, and in place of an `--overwrite` (the two exclude each other)."""
+    (tmp_path / "checkpoints").mkdir()
+    assert launch.server_stopped("per", tmp_path, launch.Options()).endswith("the same command serves new ones")
+    (tmp_path / "checkpoints" / "2026-12-05T19:00:00").mkdir()
+    (tmp_path / "checkpoints" / "2026-12-05T19:00:00" / "DONE").touch()
+    assert launch.server_stopped("per", tmp_path, launch.Options()).endswith("the same command and --resume")
+    stopped = launch.server_stopped("per", tmp_path, launch.Options(overwrite=True))
+    assert stopped.endswith("the same command with --resume in place of --overwrite")
+    assert launch.server_stopped("per", tmp_path, launch.Options(resume=True)).endswith("with the same command")
+    assert "its tables with it (impala saves none)" in launch.server_stopped("impala", None, launch.Options())

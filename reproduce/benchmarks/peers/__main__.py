@@ -73,7 +73,7 @@ def main(argv: list[str]) -> None:
     started = time.time()
     window = check_flags()
     out = chosen_dir("--out", FLAGS.out, "impala", "benchmarks")
-    check_keeps_measurement(out, "peers", "out", ignore=("peer_dir", "base_python"))  # Where, not what.
+    check_keeps_measurement(out, "peers", "out", ignore=("peer_dir", "base_python", "startup_timeout"))  # Not what.
     peers, interpreter, notes = peer_systems(window)
     rows, resolved, every = [], {}, [systems.ours(), *peers]
     for run, system in measure.schedule(every, FLAGS.runs):
