@@ -174,6 +174,15 @@ def test_dmlab30_is_planned_where_deepmind_lab_is_installed(tmp_path, fake_lab):
     assert "dmlab30_s0" in result.stdout
 
 
+def test_a_dry_run_plans_a_dmlab_suite_without_deepmind_lab_and_writes_nothing(tmp_path):
+    """It only plans (for a cluster, say, whose machines have the lab): the lab's check is for a start."""
+    suite_dir = tmp_path / "suite"
+    result = _suite("--agent=impala", "--preset=dmlab30", "--suite=dmlab30", "--frames=1e4", "--dry_run",
+                    f"--suite_dir={suite_dir}")  # fmt: skip
+    assert result.returncode == 0 and "dmlab30_s0" in result.stdout, result.stderr
+    assert not suite_dir.exists()
+
+
 def test_a_suite_directory_that_is_a_file_is_refused_and_kept(tmp_path):
     """A FileExistsError traceback before (seen in a new user's trial)."""
     path = tmp_path / "notes.txt"

@@ -193,3 +193,15 @@ def test_an_aggregate_made_again_keeps_a_clean_record_of_unchanged_outputs(tmp_p
     assert set(earlier["outputs"]) == {"aggregate.csv", "aggregate.md", "aggregate.png", "per_game.csv", "per_game.png"}
     assert _suite(str(suite_dir), module="reproduce.suite.aggregate").returncode == 0
     assert json.loads(path.read_text()) == earlier
+
+
+def test_the_aggregate_names_every_job_where_no_evaluation_count_is_the_majority(tmp_path: pathlib.Path):
+    """Two jobs, 5 and 200 episodes: either may be the odd one, so neither is blamed alone."""
+    from reproduce.suite import aggregate
+
+    episodes = {"breakout_s0": ("minatar", {5}), "asterix_s0": ("minatar", {200})}
+    with pytest.raises(
+        UsageError, match=r"minatar jobs' final evaluations differ in episodes \(breakout_s0: 5; asterix_s0: 200\)"
+    ):
+        aggregate.check_one_protocol(_suite_config(), episodes, tmp_path)
+    aggregate.check_one_protocol(_suite_config(eval_episodes=5), {"breakout_s0": ("minatar", {5})}, tmp_path)

@@ -82,10 +82,11 @@ def main(argv: list[str]) -> None:
     # Absolute, as the jobs run from the repository root.
     suite_dir = pathlib.Path(FLAGS.suite_dir or REPO_ROOT / "runs" / "suites" / _default_name()).resolve()
     saved = _plan.load_suite(suite_dir)
-    check_directory(f"--suite_dir={suite_dir}", suite_dir)
+    if not FLAGS.dry_run:  # A dry run writes nothing, and may plan for other machines.
+        check_directory(f"--suite_dir={suite_dir}", suite_dir)
     requested = dataclasses.replace(requested, games=_plan.resolve_suite(FLAGS.suite))
     _plan.check_same(saved, requested, suite_dir)
-    if FLAGS.engine == "local":  # A Ray cluster's nodes may have what this machine lacks.
+    if FLAGS.engine == "local" and not FLAGS.dry_run:  # A Ray cluster's nodes may have what this machine lacks.
         _plan.check_installed(requested.games)
     engine = _engine(requested)
     if saved is None:

@@ -79,22 +79,24 @@ def copy_job(run_dir: pathlib.Path, dest: pathlib.Path) -> None:
     collected back into runs/ to go on with it), which kept its curve.csv alone.
     """
     partial = dest.with_name(f".{dest.name}.collecting")  # Not a job's name: never counted as done.
-    shutil.rmtree(partial, ignore_errors=True)  # Left by a collect that was stopped.
+    shutil.rmtree(partial, ignore_errors=True)  # Left by a collect that was killed.
     partial.mkdir(parents=True)
-    for path in [*(run_dir / name for name in COPIED), _plan.evaluation_path(run_dir)]:
-        if path.exists():
-            shutil.copy2(path, partial / path.name)
-    if (run_dir / "episodes.csv").exists():
-        frames, returns = _runs.read_episodes(run_dir)
-        total = int(json.loads((run_dir / "final.json").read_text())["frames"])
-        write_csv(
-            partial / "curve.csv", _runs.binned_curve(run_dir.name, frames, returns, total, total // CURVE_BINS or 1)
-        )
-    elif (run_dir / "curve.csv").exists():
-        shutil.copy2(run_dir / "curve.csv", partial / "curve.csv")
-    else:
+    try:
+        for path in [*(run_dir / name for name in COPIED), _plan.evaluation_path(run_dir)]:
+            if path.exists():
+                shutil.copy2(path, partial / path.name)
+        if (run_dir / "episodes.csv").exists():
+            frames, returns = _runs.read_episodes(run_dir)
+            total = int(json.loads((run_dir / "final.json").read_text())["frames"])
+            curve = _runs.binned_curve(run_dir.name, frames, returns, total, total // CURVE_BINS or 1)
+            write_csv(partial / "curve.csv", curve)
+        elif (run_dir / "curve.csv").exists():
+            shutil.copy2(run_dir / "curve.csv", partial / "curve.csv")
+        else:
+            raise UsageError(f"{run_dir} has neither episodes.csv nor curve.csv: no training curve to collect")
+    except BaseException:  # Ctrl-C too: nothing half copied is left where a glob of the suite could see it.
         shutil.rmtree(partial)
-        raise UsageError(f"{run_dir} has neither episodes.csv nor curve.csv: no training curve to collect")
+        raise
     partial.rename(dest)
 
 
