@@ -115,6 +115,7 @@ def check_one_protocol(suite: _plan.Suite, episodes: dict[str, tuple[str, set[in
     by_family: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for family, counts in episodes.values():
         by_family[family].update(counts)
+    expected = {}
     for family, counts in by_family.items():
         top = counts.most_common(2)
         if not suite.eval_episodes and len(top) == 2 and top[0][1] == top[1][1]:  # No majority to name the odd.
@@ -125,7 +126,7 @@ def check_one_protocol(suite: _plan.Suite, episodes: dict[str, tuple[str, set[in
                 f"{suite_dir}: its {family} jobs' final evaluations differ in episodes ({each}); evaluate them again "
                 "with one --episodes, or put back the evaluations the suite made"
             )
-    expected = {family: suite.eval_episodes or counts.most_common(1)[0][0] for family, counts in by_family.items()}
+        expected[family] = suite.eval_episodes or top[0][0]
     odd = [name for name, (family, counts) in episodes.items() if counts != {expected[family]}]
     if odd:
         family, counts = episodes[odd[0]]
