@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-from typing import Any, Mapping, TypeVar
+from typing import Any, Mapping, Sequence, TypeVar
 
 from common import cli, envs
 from common.errors import UsageError, choice_error
@@ -207,12 +207,17 @@ def start_flags(saved: Any, config: Any) -> list[str]:
     return flags
 
 
-def resume(saved: C, request: Request, presets: Mapping[str, C], what: str) -> C:
+def resume(
+    saved: C, request: Request, presets: Mapping[str, C], what: str, kind: str = "run", allowed: Sequence[str] = ()
+) -> C:
     """The run's saved config with the requested operational changes.
 
     Anything else the request would change (the env, the network, the maths)
     is a `UsageError` naming the field: a resumed run is the same experiment.
+    `kind` names what resumes in that error; `allowed`, if given, narrows the
+    fields it may change below `OPERATIONAL_FIELDS` (a sweep's resume: its budget and actors).
     """
+    allowed = allowed or OPERATIONAL_FIELDS
     if request.config_file is not None:
         raise UsageError("--resume runs the run's own config.json; drop --config")
     preset = saved
@@ -233,14 +238,13 @@ def resume(saved: C, request: Request, presets: Mapping[str, C], what: str) -> C
         given = cli.parse_assignments(request.env_options, envs.option_fields(saved.env), "--env_option")
         fields["env_options"] = tuple(sorted({**dict(saved.env_options), **given}.items()))
     changed = [name for name, value in fields.items() if value != getattr(saved, name)]
-    forbidden = [name for name in changed if name not in OPERATIONAL_FIELDS]
+    forbidden = [name for name in changed if name not in allowed]
     if forbidden:
         name = forbidden[0]
         from_preset = request.preset is not None and name not in requested
         cause = f"--preset={request.preset}'s {name}" if from_preset else name
         raise UsageError(
-            f"--resume keeps the run's saved config: {cause} would change from {getattr(saved, name)!r} to "
-            f"{fields[name]!r}; a resumed run may change only "
-            f"{', '.join(n for n in OPERATIONAL_FIELDS if hasattr(saved, n))}"
+            f"--resume keeps the {kind}'s saved config: {cause} would change from {getattr(saved, name)!r} to "
+            f"{fields[name]!r}; a resumed {kind} may change only {', '.join(n for n in allowed if hasattr(saved, n))}"
         )
     return override(saved, {name: fields[name] for name in changed}, what)

@@ -486,20 +486,22 @@ class Progress:
         """The frames of the last line (None before the first)."""
         return self._last_frames
 
-    def line(self, frames: int, steps: int, **extras: str) -> str:
-        """The progress line at `frames`; its rates (none on the first line) stay in `rates` for TensorBoard."""
+    def line(self, frames: int, steps: int | None, **extras: str) -> str:
+        """The progress line at `frames`; its rates (none on the first line) stay in `rates` for TensorBoard.
+
+        `steps` None: no learner steps/s (a sweep's driver counts its members' frames, not their updates).
+        """
         now = self._clock()
         parts = [f"frames {frames:,}/{self._total:,}"]
         eta = duration(0) if frames >= self._total else "?"  # Done is known on a start's first line too.
         self.rates = {}
         if self._lines:
             elapsed = max(now - self._last_time, 1e-9)
-            self.rates = {
-                "frames_per_s": (frames - self._last_frames) / elapsed,
-                "learner_steps_per_s": (steps - self._last_steps) / elapsed,
-            }
+            self.rates = {"frames_per_s": (frames - self._last_frames) / elapsed}
             parts.append(f"{self.rates['frames_per_s']:,.0f} frames/s")
-            parts.append(f"{self.rates['learner_steps_per_s']:.1f} learner steps/s")
+            if steps is not None:
+                self.rates["learner_steps_per_s"] = (steps - self._last_steps) / elapsed
+                parts.append(f"{self.rates['learner_steps_per_s']:.1f} learner steps/s")
             if elapsed > self._pause:  # The window's lines move forward by the pause, as if it had not been.
                 paused = elapsed - self._every
                 self._lines = collections.deque((time + paused, frames) for time, frames in self._lines)

@@ -88,6 +88,8 @@ class LaserConfig(ImpalaConfig):
                 f"clip_rho_threshold={self.clip_rho_threshold}: must be >= 1 or None (LASER §2.3: "
                 "rho_bar >= c_bar >= 1, and c_bar is 1)"
             )
+        if self.min_replay_size < 0:
+            raise UsageError(f"min_replay_size={self.min_replay_size}: must be >= 0 (0: one replay batch's worth)")
         if self.sweep_member < -1:
             raise UsageError(f"sweep_member={self.sweep_member}: -1 (a lone agent) or a member index >= 0")
         self._check_priorities()

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from absl import flags
 
-from common import cli, launch, run_dir
+from common import cli, launch, results, run_dir
 from common import config as config_lib
 from common.errors import UsageError
 from common.signals import (
@@ -89,12 +89,8 @@ def requested_members(directory: pathlib.Path) -> tuple[list[LaserConfig], bool]
     if FLAGS.resume:
         if not saved:
             raise UsageError(f"--resume: {directory} holds no sweep (no configs/member_<i>.json)")
-        changed = [name for name in _SWEEP_FLAGS if FLAGS[name].present]
-        if changed:
-            raise UsageError(
-                f"--resume runs the sweep's saved configs; --{changed[0]} cannot change (only --frames, --actors)"
-            )
         configs = [config_lib.load(LaserConfig, path, "the sweep's") for path in saved]
+        check_same_sweep(configs)
         request = config_lib.Request(
             frames=FLAGS.frames if FLAGS["frames"].present else None,
             actors=FLAGS.actors if FLAGS["actors"].present else None,
@@ -117,6 +113,27 @@ def requested_members(directory: pathlib.Path) -> tuple[list[LaserConfig], bool]
 
     check_fits_env(base)
     return members, False
+
+
+def check_same_sweep(configs: list[LaserConfig]) -> None:
+    """A resume's sweep flags (`--preset`, `--seed`, ...) may repeat the saved sweep's, not change it.
+
+    As `laser.train --resume` checks a run's: the flags given, over the saved
+    sweep's centre member (the preset's own learning rate and entropy cost,
+    `sweep_members`) taken back to the sweep's base config.
+    """
+    if FLAGS["agents"].present and FLAGS.agents != len(configs):
+        raise UsageError(
+            f"--resume runs the sweep's saved configs: --agents={FLAGS.agents}, but the sweep has {len(configs)} "
+            "members; leave out --agents"
+        )
+    centre = configs[0]
+    base = dataclasses.replace(centre, seed=centre.seed // MAX_SWEEP, sweep_member=-1)
+    request = config_lib.Request(
+        preset=FLAGS.preset if FLAGS["preset"].present else None, env=FLAGS.env, seed=FLAGS.seed,
+        overrides=tuple(FLAGS.config_override), env_options=tuple(FLAGS.env_option),
+    )  # fmt: skip
+    config_lib.resume(base, request, PRESETS, "laser config", kind="sweep", allowed=("total_frames", "num_actors"))
 
 
 def resumed(directory: pathlib.Path, config: LaserConfig, request: config_lib.Request) -> LaserConfig:
@@ -199,6 +216,20 @@ def summarise(directory: pathlib.Path, configs: list[LaserConfig]) -> list[dict]
     return rows
 
 
+def member_frames(run: pathlib.Path) -> int:
+    """A member's frames so far: its last finished game's (episodes.csv's last row), or its record's."""
+    frames = run_dir.trained_frames(run)
+    path = run / "episodes.csv"
+    if path.exists():
+        with open(path, "rb") as f:
+            f.seek(max(f.seek(0, 2) - 4096, 0))  # The tail holds the last row; the file grows all run.
+            rows = f.read().decode().splitlines()
+        column = run_dir.EPISODE_FIELDS.index("frames")
+        if len(rows) > 1 and rows[-1].split(",")[column].isdigit():
+            frames = max(frames, int(rows[-1].split(",")[column]))
+    return frames
+
+
 def finished(run: pathlib.Path, config: LaserConfig) -> bool:
     final = run / "final.json"
     return final.exists() and json.loads(final.read_text())["frames"] >= config.total_frames
@@ -215,8 +246,13 @@ def run_sweep(directory: pathlib.Path, configs: list[LaserConfig], saved: bool) 
     if not saved:
         write_configs(directory, configs)
     address = f"localhost:{server.port}"
-    print(f"sweep of {len(configs)} members in {directory}; shared replay at {address}", flush=True)
+    print(
+        f"sweep of {len(configs)} members in {directory}; shared replay at {address}; each member's progress in "
+        f"{directory / 'logs' / 'member_<i>' / 'learner.log'}",
+        flush=True,
+    )
     learners, supervisors, stop = {}, {}, None
+    progress = run_dir.Progress(sum(c.total_frames for c in configs), configs[0].log_every_s)
     raise_on_stop_signals()
     try:
         for config in configs:
@@ -224,6 +260,10 @@ def run_sweep(directory: pathlib.Path, configs: list[LaserConfig], saved: bool) 
                 start_member(directory, config, address, learners, supervisors)
         while any(p.poll() is None for p in learners.values()):
             time.sleep(1.0)
+            if progress.due():
+                running = sum(p.poll() is None for p in learners.values())
+                frames = sum(member_frames(member_run(directory, c.sweep_member)) for c in configs)
+                print(progress.line(frames, None, members=f"{running} running"), flush=True)
             for member, process in learners.items():
                 if process.poll() is not None and member in supervisors:
                     with stops_deferred():  # Popped, the supervisor is stopped by no one else.
@@ -292,11 +332,13 @@ def main(argv: list[str]) -> None:
             raise UsageError(f"--config_override {field}=...: give the sweep's {field} with --{field}")
     default = f"runs/laser_sweep/{FLAGS.preset}_{(FLAGS.env or PRESETS[FLAGS.preset].env).replace(':', '_')}"
     directory = pathlib.Path(FLAGS.sweep_dir or f"{default}_s{FLAGS.seed or 0}")
+    results.check_directory(f"sweep directory {directory}", directory)
     configs, saved = requested_members(directory)
     if FLAGS.role == "server":
         server = make_server(configs)
-        if not saved:
+        if not saved:  # A mistyped directory would otherwise serve a new sweep unannounced.
             write_configs(directory, configs)
+            print(f"{directory} held no sweep: wrote a new one of {len(configs)} members ({FLAGS.preset})", flush=True)
         print(f"Reverb server of the sweep listening on port {server.port} (all interfaces)", flush=True)
         server.wait()
         return

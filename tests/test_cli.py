@@ -218,10 +218,11 @@ def test_evaluation_refuses_bad_input_before_loading_tensorflow(module, tmp_path
 
 
 def test_the_laser_sweep_refuses_bad_input_before_loading_tensorflow(tmp_path):
-    existing, empty = tmp_path / "sweep", tmp_path / "empty"
+    existing, empty, a_file = tmp_path / "sweep", tmp_path / "empty", tmp_path / "a_file"
     (existing / "configs").mkdir(parents=True)
     (existing / "configs" / "member_0.json").write_text("{}")
     empty.mkdir()
+    a_file.write_text("kept")
     cases = [
         ["--preset=nope"], ["--agents=0"], ["--config_override=replay_fraction=1.5"],
         ["--config_override=sweep_member=3"], [f"--sweep_dir={existing}"], [f"--sweep_dir={empty}", "--resume"],
@@ -230,10 +231,13 @@ def test_the_laser_sweep_refuses_bad_input_before_loading_tensorflow(tmp_path):
         [f"--sweep_dir={existing}", "--resume", "--write_configs_only"], ["--write_configs_only", "--port=8000"],
         ["--config_override=seed=3"], ["--config_override= env =minatar:asterix"],
         [f"--sweep_dir={existing}", "--write_configs_only"],
+        # A file where the directory goes was a traceback and exit 1 (a new user's trial).
+        [f"--sweep_dir={a_file}"], [f"--sweep_dir={a_file}/sub"], [f"--sweep_dir={a_file}", "--write_configs_only"],
     ]  # fmt: skip
     result = run(sys.executable, "-c", _CHECK_BEFORE_TENSORFLOW, "laser.sweep", json.dumps(cases))
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[-1]) == [[2] * len(cases), []], result.stderr
+    assert a_file.read_text() == "kept"
 
 
 def test_a_cliffwalk_of_no_seeds_is_refused_and_leaves_the_results():

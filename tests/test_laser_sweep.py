@@ -5,6 +5,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -205,7 +206,12 @@ for name, argv in [
     ('resume', ['--resume', '--frames=7000', '--actors=3']),
     ('server', ['--role=server']),
     ('server_frames', ['--role=server', '--frames=9000']),
-    ('env_option', ['--resume', '--env_option=sticky_action_prob=0.25']),
+    ('env_option', ['--resume', '--env_option=rows=5']),
+    ('same', ['--resume', '--preset=toy_laser', '--agents=2', '--seed=0', '--env=toy:catch']),
+    ('preset', ['--resume', '--preset=minatar_laser']),
+    ('agents', ['--resume', '--agents=3']),
+    ('seed', ['--resume', '--seed=1']),
+    ('log_every_s', ['--resume', '--config_override=log_every_s=2']),
 ]:
     flags.FLAGS.unparse_flags()
     flags.FLAGS(['sweep', f'--sweep_dir={directory}', *argv])
@@ -236,7 +242,21 @@ def test_a_resumed_sweep_takes_frames_and_actors_and_its_server_the_saved_member
     assert saved and [m[0] for m in members] == [0, 1]
     # A trial: its --frames, --actors and --resume were accepted and did nothing (the tables are the saved ones).
     assert out["server_frames"] == f"--role server serves the saved sweep in {tmp_path} as it is; leave out --frames"
-    assert "--env_option cannot change" in out["env_option"]
+    # Sweep flags may repeat the saved sweep's (a new user's trial: `--resume --preset` with its own preset, or
+    # `--agents` with its own count, was refused as a change), not change it.
+    assert out["same"] == out["server"]
+    changes = "a resumed sweep may change only total_frames, num_actors"
+    assert out["env_option"].startswith("--resume keeps the sweep's saved config: env_options would change from ")
+    assert out["preset"] == (
+        "--resume keeps the sweep's saved config: --preset=minatar_laser's network would change from 'toy' to "
+        f"'minatar'; {changes}"
+    )
+    assert out["agents"] == (
+        "--resume runs the sweep's saved configs: --agents=3, but the sweep has 2 members; leave out --agents"
+    )
+    assert out["seed"] == f"--resume keeps the sweep's saved config: seed would change from 0 to 1; {changes}"
+    # An operational field a run's resume may change: a sweep's resume gives its members only --frames and --actors.
+    assert out["log_every_s"].endswith(f"log_every_s would change from 5.0 to 2.0; {changes}")
     # A budget below a member's frames is refused before the server and members start (a new user's trial: they
     # started, then each member's learner failed and the sweep exited 1).
     assert out["below"] == (
@@ -321,14 +341,20 @@ def test_a_two_member_sweep_trains_resumes_and_keeps_finished_members(tmp_path):
     with open(directory / "sweep_summary.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["member"] for r in rows] == ["0", "1"] and all(int(r["frames"]) >= 3000 for r in rows)
+    # The driver's progress: both members' frames against their budgets, with frames/s and ETA.
+    assert re.search(r"^frames [\d,]+/6,000 \| [\d,]+ frames/s \| members [12] running \| ETA ", first.stdout, re.M)
     assert {float(r["learning_rate"]) for r in rows} == {0.005, 0.0025}
     again = subprocess.run([*SWEEP, *common, "--resume"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr
     assert again.stdout.count("finished earlier, kept") == 2
-    changed = subprocess.run(
-        [*SWEEP, *common, "--resume", "--preset=toy_laser"], cwd=REPO, capture_output=True, text=True, timeout=120
+    same = subprocess.run(
+        [*SWEEP, *common, "--resume", "--preset=toy_laser"], cwd=REPO, capture_output=True, text=True, timeout=300
     )
-    assert changed.returncode == 2 and "--preset cannot change" in changed.stderr
+    assert same.returncode == 0 and same.stdout.count("finished earlier, kept") == 2, same.stdout + same.stderr
+    changed = subprocess.run(
+        [*SWEEP, *common, "--resume", "--preset=minatar_laser"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert changed.returncode == 2 and "--preset=minatar_laser's network would change" in changed.stderr
 
 
 @pytest.mark.slow
