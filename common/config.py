@@ -38,6 +38,10 @@ class EnvConfig:
     env_options: tuple[tuple[str, Any], ...] = ()
     network: str = "toy"
 
+    # Fields added after runs were first saved, which a saved config may lack (`from_json`): each one's
+    # default is what runs saved before it did. Not annotated, so a class attribute, not a field.
+    ADDED_FIELDS = ()
+
 
 @dataclasses.dataclass(frozen=True)
 class Request:
@@ -104,6 +108,13 @@ def from_json(cls: type[C], text: str, source: str) -> C:
         raise UsageError(f"{source} has unknown config fields {', '.join(unknown)}; accepted: {', '.join(defaults)}")
     for name, value in fields.items():
         fields[name] = _typed(name, value, defaults[name], source)
+    # A saved config names every field: one that lacked, say, its learning rate would run at the default's.
+    missing = [name for name in defaults if name not in fields and name not in cls.ADDED_FIELDS]
+    if missing:
+        raise UsageError(
+            f"{source} lacks config field(s) {', '.join(missing)}: a saved config names every field (a run's "
+            "provenance.json records its config too)"
+        )
     try:
         return cls(**fields)
     except TypeError as error:

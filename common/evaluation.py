@@ -105,7 +105,8 @@ def restore(
     env.close()
     learner = tf.Module()
     learner.network, learner.steps = network, tf.Variable(0, dtype=tf.int64)
-    tf.train.Checkpoint(learner=learner).restore(latest).expect_partial()
+    with run_dir.reading_checkpoint(latest):
+        tf.train.Checkpoint(learner=learner).restore(latest).expect_partial()
     return network, int(learner.steps.numpy())
 
 

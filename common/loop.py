@@ -111,7 +111,8 @@ def run(
     checkpoint = tf.train.Checkpoint(**learner.state())
     manager = tf.train.CheckpointManager(checkpoint, directory / "checkpoints", max_to_keep=3)
     if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        with run_dir.reading_checkpoint(manager.latest_checkpoint):
+            checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
         print(f"resumed from {manager.latest_checkpoint}: step {learner.steps}, frames {learner.frames:,}", flush=True)
     # The record of this start before a first checkpoint: a stop during that save must not leave a checkpoint
     # without it, which `--resume` refuses (`common.launch`).

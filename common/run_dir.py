@@ -259,6 +259,23 @@ def has_checkpoint(directory: pathlib.Path) -> bool:
     return latest is not None and (state.parent / f"{latest.group(1)}.index").is_file()
 
 
+@contextlib.contextmanager
+def reading_checkpoint(path: str) -> Iterator[None]:
+    """Around restoring the checkpoint at `path` (`ckpt-N` under a run's checkpoints/): a damaged one, or one of
+    other shapes, is a one-line `UsageError` naming it and how to resume from an earlier one, not a traceback."""
+    import tensorflow as tf
+
+    try:
+        yield
+    except (tf.errors.OpError, ValueError, IndexError, AssertionError) as error:
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        state = pathlib.Path(path).parent / "checkpoint"
+        raise UsageError(
+            f"checkpoint {path} cannot be restored ({reason}): damaged, or saved by another config; to go on from "
+            f"an earlier one, name it as model_checkpoint_path in {state}"
+        ) from None
+
+
 def finished(directory: pathlib.Path, budget: int | None = None) -> bool:
     """Whether the run's final.json reaches `budget` frames (None: any budget; `final.json` is written at one)."""
     final = read_record(directory / "final.json")

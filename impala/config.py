@@ -37,6 +37,8 @@ XLA_MODES = ("auto", "all", "losses")
 
 @dataclasses.dataclass(frozen=True)
 class ImpalaConfig(config_lib.EnvConfig):
+    ADDED_FIELDS = ("anneal_learning_rate", "xla", "publish_every")  # `EnvConfig.ADDED_FIELDS`.
+
     use_lstm: bool = False
     lstm_size: int = 256
     # Acting.

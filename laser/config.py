@@ -46,6 +46,11 @@ REPLAY_PRIORITIES = ("uniform", "critic_loss")
 
 @dataclasses.dataclass(frozen=True)
 class LaserConfig(ImpalaConfig):
+    ADDED_FIELDS = (  # `EnvConfig.ADDED_FIELDS`.
+        *ImpalaConfig.ADDED_FIELDS, "recompute_replay_state", "max_replay_episode_steps", "replay_priority",
+        "priority_exponent", "importance_sampling_exponent",
+    )  # fmt: skip
+
     # 1 - alpha of Algorithm 1: the share of each batch replayed. 1 is pure replay
     # (Fig. 2 left's failure case): the learner still dequeues one fresh unroll a
     # step, to pace the actors and count frames and episodes, but learns from replay only.

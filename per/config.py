@@ -43,6 +43,10 @@ NETWORK_FAMILY = {"nature_dqn": "atari", "minatar": "minatar"}
 
 @dataclasses.dataclass(frozen=True)
 class PerConfig(config_lib.EnvConfig):
+    ADDED_FIELDS = (  # `EnvConfig.ADDED_FIELDS`.
+        "beta_final", "td_error_snapshot_frames", "shared_bias", "initialization", "learner_threads", "rmsprop_form"
+    )  # fmt: skip
+
     # One bias shared by all actions' values in the Q-head, instead of one per action.
     shared_bias: bool = False
     initialization: str = "sonnet"  # One of INITIALIZATIONS.

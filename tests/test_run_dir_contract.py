@@ -193,6 +193,7 @@ def test_a_failed_start_leaves_nothing_behind(tmp_path, args, fragment):
 
 @pytest.mark.slow
 def test_corrupted_config_json_is_one_line_everywhere(copied_run):
+    saved = json.loads((copied_run / "config.json").read_text())
     (copied_run / "config.json").write_text('{"env": "toy:catch", "colour": 1}')
     before = usage_cases.snapshot(copied_run)
     usage_cases.assert_one_line_error(run(f"--run_dir={copied_run}", "--resume"), "unknown config fields colour")
@@ -202,7 +203,31 @@ def test_corrupted_config_json_is_one_line_everywhere(copied_run):
     usage_cases.assert_one_line_error(run(str(copied_run), module=evaluate), "unknown config fields colour")
     (copied_run / "config.json").write_text("{not json")
     usage_cases.assert_one_line_error(run(str(copied_run), module=evaluate), "is not valid JSON")
-    assert usage_cases.snapshot(copied_run) == {**before, "config.json": b"{not json"}
+    # A field missing: the resume ran at the field's default and recorded it (a new user's trial).
+    lacking = {k: v for k, v in saved.items() if k != "learning_rate"}
+    (copied_run / "config.json").write_text(json.dumps(lacking))
+    usage_cases.assert_one_line_error(run(f"--run_dir={copied_run}", "--resume"), "lacks config field(s) learning_rate")
+    (copied_run / "config.json").write_text("{}")
+    usage_cases.assert_one_line_error(run(str(copied_run), module=evaluate), "lacks config field(s) env, env_options")
+    assert usage_cases.snapshot(copied_run) == {**before, "config.json": b"{}"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["data_truncated", "index_emptied"])
+def test_a_damaged_checkpoint_is_one_line_and_keeps_the_run(copied_run, damage):
+    """Both were tracebacks and exit 1 (a new user's trial); nothing in the run may change."""
+    latest = sorted(copied_run.glob("checkpoints/ckpt-*.index"), key=lambda p: int(p.stem[5:]))[-1]
+    if damage == "data_truncated":
+        data = next(latest.parent.glob(f"{latest.stem}.data-*"))
+        data.write_bytes(data.read_bytes()[:100])
+    else:
+        latest.write_bytes(b"")
+    before = usage_cases.snapshot(copied_run)
+    fragment = f"checkpoint {latest.with_suffix('')} cannot be restored ("
+    usage_cases.assert_one_line_error(run(f"--run_dir={copied_run}", "--resume", f"--frames={4 * FRAMES}"), fragment)
+    evaluate = [sys.executable, "-m", "impala.evaluate"]
+    usage_cases.assert_one_line_error(run(str(copied_run), "--episodes=2", module=evaluate), fragment)
+    assert usage_cases.snapshot(copied_run) == before
 
 
 @pytest.mark.slow
