@@ -79,7 +79,13 @@ NO_GPU = pytest.param([], "found no GPU", marks=pytest.mark.skipif(HAS_GPU, reas
 
 @pytest.mark.parametrize(
     "args, fragment",
-    [NO_GPU, (["--simulated_cpu_devices=3"], "batch_size=16 must divide evenly over 3")],
+    [
+        NO_GPU,
+        (["--simulated_cpu_devices=3"], "batch_size=16 must divide evenly over 3"),
+        # A trial: -2 was a traceback once TensorFlow started, 0 said to give the flag it had given.
+        (["--simulated_cpu_devices=-2"], "--simulated_cpu_devices=-2: -2 is not a positive integer"),
+        (["--simulated_cpu_devices=0"], "--simulated_cpu_devices=0: 0 is not a positive integer"),
+    ],
 )
 def test_distribute_bad_input(tmp_path, args, fragment):
     result = train(*args, f"--run_dir={tmp_path / 'run'}")
