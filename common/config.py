@@ -176,6 +176,11 @@ def requested_fields(request: Request, base: Any) -> dict[str, Any]:
     return fields
 
 
+def overrides_field(request: Request, name: str) -> bool:
+    """Whether the request's `--config_override`s set the field `name`."""
+    return any(o.split("=", 1)[0].strip() == name for o in request.overrides)
+
+
 def resolve(presets: Mapping[str, C], default_preset: str, request: Request, what: str) -> C:
     """The preset (or the saved config file) with every requested field applied."""
     if request.config_file is not None:
@@ -252,7 +257,8 @@ def resume(
     forbidden = [name for name in changed if name not in allowed]
     if forbidden:
         name = forbidden[0]
-        from_preset = request.preset is not None and name not in requested
+        from_flags = name in requested or (name == "env_options" and request.env_options)
+        from_preset = request.preset is not None and not from_flags
         cause = f"--preset={request.preset}'s {name}" if from_preset else name
         raise UsageError(
             f"--resume keeps the {kind}'s saved config: {cause} would change from {getattr(saved, name)!r} to "

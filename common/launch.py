@@ -202,13 +202,16 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
                 f"--resume: {directory} holds checkpoints but no provenance.json, the record of its starts; "
                 "restore it, or pass --overwrite to train it anew"
             )
-        if request.frames is not None and request.frames < trained:
+        budget = run_dir.last_budget(directory)
+        # Its own budget, given again, is refused only by what the run has not trained: nothing, or the rest.
+        if request.frames is not None and request.frames < trained and request.frames != budget:
             raise UsageError(
                 f"--frames={request.frames:g}: the run has trained {trained:,} frames already; give a larger budget "
-                f"to train it on, or leave out --frames to keep its own ({run_dir.last_budget(directory) or 0:,})"
+                f"to train it on, or leave out --frames to keep its own ({budget or 0:,})"
             )
-        if request.frames is None:  # Keep the budget of the latest start, which a resume may have raised.
-            request = dataclasses.replace(request, frames=run_dir.last_budget(directory))
+        # Keep the budget of the latest start, which a resume may have raised, unless an override gives one.
+        if request.frames is None and not config_lib.overrides_field(request, "total_frames"):
+            request = dataclasses.replace(request, frames=budget)
         config = config_lib.resume(saved, request, agent.presets, what)
         if run_dir.finished(directory, config.total_frames):
             # Not a start: one would save its checkpoint and replay again and add an empty segment.

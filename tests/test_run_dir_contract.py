@@ -345,11 +345,14 @@ def test_a_damaged_run_record_stops_a_resume_in_one_line(copied_run, name, damag
 def test_resuming_a_finished_run_at_its_budget_changes_nothing(copied_run):
     """It started again: saved its checkpoint (PER: its replay too) and added a segment of 0 frames (seen)."""
     before = usage_cases.snapshot(copied_run)
-    result = run(f"--run_dir={copied_run}", "--resume")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert f"nothing to train: {copied_run} has trained" in result.stdout
-    assert f"its budget was {FRAMES:,}; give a larger --frames" in result.stdout
-    assert usage_cases.snapshot(copied_run) == before
+    # Its budget given again, as --frames or as an override, is the same request (a trial: both were refused,
+    # the first as below what it had trained, the second as disagreeing with a --frames nobody gave).
+    for budget in ([], [f"--frames={FRAMES}"], [f"--config_override=total_frames={FRAMES}"]):
+        result = run(f"--run_dir={copied_run}", "--resume", *budget)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"nothing to train: {copied_run} has trained" in result.stdout
+        assert f"its budget was {FRAMES:,}; give a larger --frames" in result.stdout
+        assert usage_cases.snapshot(copied_run) == before
 
 
 def test_help_exits_0_and_lists_the_config_fields():

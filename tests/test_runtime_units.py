@@ -248,6 +248,8 @@ def test_learner_threads_are_operational_and_set_before_tf_starts():
         ({"preset": "toy"}, "--preset=toy's network"),  # Another preset's maths, named as the preset's.
         ({"preset": "toy", "env": "minatar:asterix"}, "env"),  # A field given itself is named as such.
         ({"env_options": ("sticky_action_prob=0.2",)}, "env_options"),
+        # The run's own preset beside an option: the option is the change (it was named as the preset's).
+        ({"preset": "minatar", "env_options": ("sticky_action_prob=0.2",)}, "env_options"),
         ({"overrides": ("batch_size=64",)}, "batch_size"),
     ],
 )
