@@ -109,9 +109,9 @@ def define_flags(agent_name: str, presets: Mapping[str, Any], default_preset: st
     flags.DEFINE_integer("seed", None, "Seed overriding the preset's.", lower_bound=0, upper_bound=config_lib.MAX_SEED)
     flags.DEFINE_multi_string(
         "config_override", [], f"Config field NAME=VALUE; repeat for more. Fields (dataclass defaults; a preset "
-        f"sets its own values): {listed}.",
+        f"sets its own values): {listed}",
     )  # fmt: skip
-    flags.DEFINE_multi_string("env_option", [], "Training env option NAME=VALUE; repeat for more.")
+    flags.DEFINE_multi_string("env_option", [], "Training env option NAME=VALUE; repeat for more")
     flags.DEFINE_string("run_dir", None, f"Run directory (default runs/{agent_name}/<preset>_<env>_s<seed>).")
     flags.DEFINE_bool("resume", False, "Continue the run in --run_dir with its own config.json.")
     flags.DEFINE_bool("overwrite", False, "Delete an existing --run_dir first.")

@@ -36,7 +36,9 @@ flags.DEFINE_enum(
     "mirrored: one synchronous learner replica per visible GPU (tf.distribute.MirroredStrategy).",
 )  # fmt: skip
 flags.DEFINE_integer(
-    "simulated_cpu_devices", None, "Split the CPU into N logical devices for --distribute (tests without GPUs).",
+    "simulated_cpu_devices",
+    None,
+    "Split the CPU into N logical devices for --distribute (tests without GPUs).",
     lower_bound=1,
 )
 FLAGS = flags.FLAGS

@@ -360,6 +360,7 @@ def test_help_exits_0_and_lists_the_config_fields():
     assert result.returncode == 0, result.stderr
     for text in ("--config_override", "learning_rate=0.0006", "unroll_length=20", "--resume", "--frames"):
         assert text in result.stdout
+    assert ".;" not in result.stdout  # absl ends a repeatable flag's help with ";" (it read "log_every_s=10.0.;").
 
 
 def test_evaluation_keeps_the_runs_env_options_but_the_protocols():

@@ -15,7 +15,7 @@ from common.errors import UsageError
 
 flags.DEFINE_integer("seed", 0, "Seed of the env and of the random policy.")
 flags.DEFINE_integer("steps", 1000, "Agent steps to run.", lower_bound=1)
-flags.DEFINE_multi_string("option", [], "Env option NAME=VALUE; repeat for more.")
+flags.DEFINE_multi_string("option", [], "Env option NAME=VALUE; repeat for more")
 FLAGS = flags.FLAGS
 
 
