@@ -15,7 +15,7 @@ run's budget then its last segment's (`recorded_flags`).
 
 A study too long for one sitting (`reproduce.per.minatar`, `reproduce.per.atari`)
 keeps a summary per finished job in results/ (`summarise_run`, `write_summary`),
-which is committed where the runs are not; a job summarised earlier is not
+which is committed (the full profile's) where the runs are not; a job summarised earlier is not
 trained again (`summary_kept`), and the study is rebuilt from every summary
 present (`load_summaries`, `study_record`).
 """
