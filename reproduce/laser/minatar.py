@@ -27,7 +27,8 @@ A study is assembled from jobs (arm x game x seed) that may run in different
 sessions or on different machines: each finished job writes a summary (score,
 binned curve, config, the run's own provenance) to
 results/laser/<profile>/minatar_runs/ (committed for the full profile; the quick
-profile's results/laser/quick/ is left out of git) and is not trained again; a started one is resumed from runs/reproduce/laser_minatar_<profile>/.
+profile's results/laser/quick/ is left out of git) and is not trained again; a
+started one is resumed from runs/reproduce/laser_minatar_<profile>/.
 Jobs with the same arm are shared between studies (the 87.5% arm is also
 Fig. 2 right's 500K capacity). The tables and figures are rebuilt from every
 summary present and name the jobs still missing.
