@@ -176,9 +176,9 @@ def requested_fields(request: Request, base: Any) -> dict[str, Any]:
     return fields
 
 
-def overrides_field(request: Request, name: str) -> bool:
-    """Whether the request's `--config_override`s set the field `name`."""
-    return any(o.split("=", 1)[0].strip() == name for o in request.overrides)
+def overrides_field(overrides: Sequence[str], name: str) -> bool:
+    """Whether `--config_override` values (NAME=VALUE) set the field `name`."""
+    return any(o.split("=", 1)[0].strip() == name for o in overrides)
 
 
 def resolve(presets: Mapping[str, C], default_preset: str, request: Request, what: str) -> C:
@@ -224,7 +224,12 @@ def start_flags(saved: Any, config: Any) -> list[str]:
 
 
 def resume(
-    saved: C, request: Request, presets: Mapping[str, C], what: str, kind: str = "run", allowed: Sequence[str] = ()
+    saved: C,
+    request: Request,
+    presets: Mapping[str, C],
+    what: str,
+    kind: str = "run",
+    allowed: Sequence[str] | None = None,
 ) -> C:
     """The run's saved config with the requested operational changes.
 
@@ -233,7 +238,7 @@ def resume(
     `kind` names what resumes in that error; `allowed`, if given, narrows the
     fields it may change below `OPERATIONAL_FIELDS` (a sweep's resume: its budget and actors).
     """
-    allowed = allowed or OPERATIONAL_FIELDS
+    allowed = OPERATIONAL_FIELDS if allowed is None else allowed
     if request.config_file is not None:
         raise UsageError("--resume runs the run's own config.json; drop --config")
     preset = saved

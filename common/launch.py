@@ -203,14 +203,15 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
                 "restore it, or pass --overwrite to train it anew"
             )
         budget = run_dir.last_budget(directory)
+        asked = config_lib.requested_fields(request, saved).get("total_frames")  # --frames, or an override's.
         # Its own budget, given again, is refused only by what the run has not trained: nothing, or the rest.
-        if request.frames is not None and request.frames < trained and request.frames != budget:
+        if asked is not None and asked < trained and asked != budget:
+            given = f"--frames={request.frames:g}" if request.frames is not None else f"total_frames={asked}"
             raise UsageError(
-                f"--frames={request.frames:g}: the run has trained {trained:,} frames already; give a larger budget "
+                f"{given}: the run has trained {trained:,} frames already; give a larger budget "
                 f"to train it on, or leave out --frames to keep its own ({budget or 0:,})"
             )
-        # Keep the budget of the latest start, which a resume may have raised, unless an override gives one.
-        if request.frames is None and not config_lib.overrides_field(request, "total_frames"):
+        if asked is None:  # Keep the budget of the latest start, which a resume may have raised.
             request = dataclasses.replace(request, frames=budget)
         config = config_lib.resume(saved, request, agent.presets, what)
         if run_dir.finished(directory, config.total_frames):

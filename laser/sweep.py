@@ -127,6 +127,9 @@ def check_same_sweep(configs: list[LaserConfig]) -> None:
             f"--resume runs the sweep's saved configs: --agents={FLAGS.agents}, but the sweep has {len(configs)} "
             "members; leave out --agents"
         )
+    for field, flag in (("total_frames", "frames"), ("num_actors", "actors")):  # Its members take only the flags.
+        if config_lib.overrides_field(FLAGS.config_override, field):
+            raise UsageError(f"--config_override {field}=...: a resumed sweep takes its {field} from --{flag}")
     centre = configs[0]
     base = dataclasses.replace(centre, seed=centre.seed // MAX_SWEEP, sweep_member=-1)
     request = config_lib.Request(
@@ -217,13 +220,15 @@ def summarise(directory: pathlib.Path, configs: list[LaserConfig]) -> list[dict]
 
 
 def member_frames(run: pathlib.Path) -> int:
-    """A member's frames so far: its last finished game's (episodes.csv's last row), or its record's."""
+    """A member's frames so far: its last finished game's (episodes.csv's last whole row), or its record's."""
     frames = run_dir.trained_frames(run)
     path = run / "episodes.csv"
     if path.exists():
         with open(path, "rb") as f:
             f.seek(max(f.seek(0, 2) - 4096, 0))  # The tail holds the last row; the file grows all run.
-            rows = f.read().decode().splitlines()
+            tail = f.read().decode(errors="replace")
+        # Written through a buffer, the file may end inside a row: only rows ended by a newline count.
+        rows = tail[: tail.rfind("\n") + 1].splitlines()
         column = run_dir.EPISODE_FIELDS.index("frames")
         if len(rows) > 1 and rows[-1].split(",")[column].isdigit():
             frames = max(frames, int(rows[-1].split(",")[column]))
@@ -253,6 +258,7 @@ def run_sweep(directory: pathlib.Path, configs: list[LaserConfig], saved: bool) 
     )
     learners, supervisors, stop = {}, {}, None
     progress = run_dir.Progress(sum(c.total_frames for c in configs), configs[0].log_every_s)
+    seen = {c.sweep_member: 0 for c in configs}  # Each member's frames at the last progress line.
     raise_on_stop_signals()
     try:
         for config in configs:
@@ -262,8 +268,11 @@ def run_sweep(directory: pathlib.Path, configs: list[LaserConfig], saved: bool) 
             time.sleep(1.0)
             if progress.due():
                 running = sum(p.poll() is None for p in learners.values())
-                frames = sum(member_frames(member_run(directory, c.sweep_member)) for c in configs)
-                print(progress.line(frames, None, members=f"{running} running"), flush=True)
+                for c in configs:  # Never below an earlier reading: a resumed member trims rows past its checkpoint.
+                    seen[c.sweep_member] = max(
+                        seen[c.sweep_member], member_frames(member_run(directory, c.sweep_member))
+                    )
+                print(progress.line(sum(seen.values()), None, members=f"{running} running"), flush=True)
             for member, process in learners.items():
                 if process.poll() is not None and member in supervisors:
                     with stops_deferred():  # Popped, the supervisor is stopped by no one else.
@@ -328,7 +337,7 @@ def main(argv: list[str]) -> None:
             f"--write_configs_only writes a new sweep's configs; leave out --{'resume' if FLAGS.resume else 'port'}"
         )
     for field in ("seed", "env"):  # They name the default sweep directory, as their flags give them.
-        if any(o.split("=", 1)[0].strip() == field for o in FLAGS.config_override):
+        if config_lib.overrides_field(FLAGS.config_override, field):
             raise UsageError(f"--config_override {field}=...: give the sweep's {field} with --{field}")
     default = f"runs/laser_sweep/{FLAGS.preset}_{(FLAGS.env or PRESETS[FLAGS.preset].env).replace(':', '_')}"
     directory = pathlib.Path(FLAGS.sweep_dir or f"{default}_s{FLAGS.seed or 0}")

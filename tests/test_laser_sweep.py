@@ -212,6 +212,8 @@ for name, argv in [
     ('agents', ['--resume', '--agents=3']),
     ('seed', ['--resume', '--seed=1']),
     ('log_every_s', ['--resume', '--config_override=log_every_s=2']),
+    ('total_frames', ['--resume', '--config_override=total_frames=99999']),
+    ('num_actors', ['--resume', '--frames=7000', '--config_override=num_actors=2']),
 ]:
     flags.FLAGS.unparse_flags()
     flags.FLAGS(['sweep', f'--sweep_dir={directory}', *argv])
@@ -257,6 +259,10 @@ def test_a_resumed_sweep_takes_frames_and_actors_and_its_server_the_saved_member
     assert out["seed"] == f"--resume keeps the sweep's saved config: seed would change from 0 to 1; {changes}"
     # An operational field a run's resume may change: a sweep's resume gives its members only --frames and --actors.
     assert out["log_every_s"].endswith(f"log_every_s would change from 5.0 to 2.0; {changes}")
+    # Accepted and ignored, the members kept their budget and actors (a review).
+    takes = "--config_override {0}=...: a resumed sweep takes its {0} from --{1}"
+    assert out["total_frames"] == takes.format("total_frames", "frames")
+    assert out["num_actors"] == takes.format("num_actors", "actors")
     # A budget below a member's frames is refused before the server and members start (a new user's trial: they
     # started, then each member's learner failed and the sweep exited 1).
     assert out["below"] == (
@@ -267,6 +273,27 @@ def test_a_resumed_sweep_takes_frames_and_actors_and_its_server_the_saved_member
     # Without --frames each member keeps its latest start's budget, not its saved config's: a member stopped
     # at 150K of a budget raised to 200K was counted finished by its 120K final.json (a review).
     assert out["kept"] == [200000, 120000]
+
+
+MEMBER_FRAMES = """
+import json, pathlib, sys
+from laser import sweep
+run = pathlib.Path(sys.argv[1])
+run.mkdir()
+out = [sweep.member_frames(run)]
+header = 'frames,episode_return,episode_length,wall_time\\n'
+row = '1000,1.0,20,0.5\\n'
+for text in (header, header + row, header + row + '2', header + 'x' * 5000 + '\\n3000,1,2,3\\n'):
+    (run / 'episodes.csv').write_text(text)
+    out.append(sweep.member_frames(run))
+print(json.dumps(out))
+"""
+
+
+def test_a_members_frames_are_its_last_whole_rows(tmp_path):
+    """The file is written through a buffer and may end inside a row: "2" of "2000,..." is not a reading."""
+    frames, _ = in_own_process(MEMBER_FRAMES, tmp_path / "member_0")
+    assert frames == [0, 0, 1000, 1000, 3000]
 
 
 FAILED_MEMBER = """
