@@ -261,19 +261,27 @@ def has_checkpoint(directory: pathlib.Path) -> bool:
 
 @contextlib.contextmanager
 def reading_checkpoint(path: str) -> Iterator[None]:
-    """Around restoring the checkpoint at `path` (`ckpt-N` under a run's checkpoints/): a damaged one, or one of
-    other shapes, is a one-line `UsageError` naming it and how to resume from an earlier one, not a traceback."""
+    """Around restoring the checkpoint at `path` (`ckpt-N` under a run's checkpoints/): a damaged one, or one
+    whose variables do not fit the config's network, is a one-line `UsageError` naming it, not a traceback.
+
+    Only a damaged file (TensorFlow's `OpError`, or a short read) is worth going back from to an earlier
+    checkpoint; a mismatch (`ValueError` of shapes, `AssertionError` of unmatched objects) holds for them all.
+    """
     import tensorflow as tf
 
     try:
         yield
-    except (tf.errors.OpError, ValueError, IndexError, AssertionError) as error:
+    except (tf.errors.OpError, IndexError, ValueError, AssertionError) as error:
+        # The failed restore's status object logs its unrestored variables when it is collected: lines of noise
+        # after the error's one line.
+        tf.get_logger().setLevel("ERROR")
         reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-        state = pathlib.Path(path).parent / "checkpoint"
-        raise UsageError(
-            f"checkpoint {path} cannot be restored ({reason}): damaged, or saved by another config; to go on from "
-            f"an earlier one, name it as model_checkpoint_path in {state}"
-        ) from None
+        if isinstance(error, (tf.errors.OpError, IndexError)):
+            state = pathlib.Path(path).parent / "checkpoint"
+            remedy = f"damaged; to go on from an earlier one, name it as model_checkpoint_path in {state}"
+        else:
+            remedy = "its variables do not fit this config's network: saved by another config or code version"
+        raise UsageError(f"checkpoint {path} cannot be restored ({reason}): {remedy}") from None
 
 
 def finished(directory: pathlib.Path, budget: int | None = None) -> bool:

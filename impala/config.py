@@ -37,7 +37,9 @@ XLA_MODES = ("auto", "all", "losses")
 
 @dataclasses.dataclass(frozen=True)
 class ImpalaConfig(config_lib.EnvConfig):
-    ADDED_FIELDS = ("anneal_learning_rate", "xla", "publish_every")  # `EnvConfig.ADDED_FIELDS`.
+    # `EnvConfig.ADDED_FIELDS`. Before `xla`, the whole step ran under XLA ("all"): the same maths, to float32
+    # rounding, where "auto" compiles only V-trace and the losses on a CPU.
+    ADDED_FIELDS = ("anneal_learning_rate", "xla", "publish_every")
 
     use_lstm: bool = False
     lstm_size: int = 256

@@ -46,9 +46,9 @@ REPLAY_PRIORITIES = ("uniform", "critic_loss")
 
 @dataclasses.dataclass(frozen=True)
 class LaserConfig(ImpalaConfig):
-    ADDED_FIELDS = (  # `EnvConfig.ADDED_FIELDS`.
-        *ImpalaConfig.ADDED_FIELDS, "recompute_replay_state", "max_replay_episode_steps", "replay_priority",
-        "priority_exponent", "importance_sampling_exponent",
+    ADDED_FIELDS = (  # `EnvConfig.ADDED_FIELDS`: since LASER's first config, which had IMPALA's others.
+        "publish_every", "recompute_replay_state", "max_replay_episode_steps", "replay_priority", "priority_exponent",
+        "importance_sampling_exponent",
     )  # fmt: skip
 
     # 1 - alpha of Algorithm 1: the share of each batch replayed. 1 is pure replay

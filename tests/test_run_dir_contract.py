@@ -213,21 +213,27 @@ def test_corrupted_config_json_is_one_line_everywhere(copied_run):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("damage", ["data_truncated", "index_emptied"])
+@pytest.mark.parametrize("damage", ["data_truncated", "index_emptied", "other_shapes"])
 def test_a_damaged_checkpoint_is_one_line_and_keeps_the_run(copied_run, damage):
-    """Both were tracebacks and exit 1 (a new user's trial); nothing in the run may change."""
+    """Each was a traceback and exit 1 (a new user's trial); nothing in the run may change. A checkpoint of other
+    shapes then printed the unrestored variables' warnings after the error (a review)."""
     latest = sorted(copied_run.glob("checkpoints/ckpt-*.index"), key=lambda p: int(p.stem[5:]))[-1]
     if damage == "data_truncated":
         data = next(latest.parent.glob(f"{latest.stem}.data-*"))
         data.write_bytes(data.read_bytes()[:100])
-    else:
+    elif damage == "index_emptied":
         latest.write_bytes(b"")
+    else:  # The checkpoints of a run without an LSTM, under a config with one.
+        config = json.loads((copied_run / "config.json").read_text())
+        (copied_run / "config.json").write_text(json.dumps({**config, "use_lstm": True}))
     before = usage_cases.snapshot(copied_run)
     fragment = f"checkpoint {latest.with_suffix('')} cannot be restored ("
     usage_cases.assert_one_line_error(run(f"--run_dir={copied_run}", "--resume", f"--frames={4 * FRAMES}"), fragment)
     evaluate = [sys.executable, "-m", "impala.evaluate"]
     usage_cases.assert_one_line_error(run(str(copied_run), "--episodes=2", module=evaluate), fragment)
     assert usage_cases.snapshot(copied_run) == before
+    remedy = "do not fit this config's network" if damage == "other_shapes" else "damaged; to go on from an earlier"
+    usage_cases.assert_one_line_error(run(str(copied_run), "--episodes=2", module=evaluate), remedy)
 
 
 @pytest.mark.slow
@@ -353,6 +359,10 @@ def test_resuming_a_finished_run_at_its_budget_changes_nothing(copied_run):
         assert f"nothing to train: {copied_run} has trained" in result.stdout
         assert f"its budget was {FRAMES:,}; give a larger --frames" in result.stdout
         assert usage_cases.snapshot(copied_run) == before
+    # Below what it trained, the override is refused as --frames is (it set a smaller budget: a review).
+    result = run(f"--run_dir={copied_run}", "--resume", f"--config_override=total_frames={FRAMES // 2}")
+    usage_cases.assert_one_line_error(result, f"total_frames={FRAMES // 2}: the run has trained")
+    assert usage_cases.snapshot(copied_run) == before
 
 
 def test_help_exits_0_and_lists_the_config_fields():

@@ -309,6 +309,31 @@ def test_a_config_saved_before_a_field_was_added_loads_with_its_default(preset, 
     assert config_lib.load(type(preset), path) == dataclasses.replace(preset, **defaults)
 
 
+@pytest.mark.parametrize(
+    "config_class, files",
+    [
+        (type(PRESETS["toy"]), ["common/config.py", "impala/config.py"]),
+        (type(PER_PRESETS["toy"]), ["common/config.py", "per/config.py"]),
+        (type(LASER_PRESETS["toy_laser"]), ["common/config.py", "impala/config.py", "laser/config.py"]),
+    ],
+)
+def test_added_fields_are_those_the_first_saved_configs_lacked(config_class, files):
+    """`ADDED_FIELDS` may be missing from a saved config and take their defaults: exactly the fields the class
+    has gained since its first commit, read from git. One listed too many would let a damaged config run on a
+    default (LASER's once listed `anneal_learning_rate`, which its first config already had: a review)."""
+    git = ["git", "-C", str(REPO_ROOT)]
+    if subprocess.run([*git, "rev-parse", "--git-dir"], capture_output=True).returncode:
+        pytest.skip("not a git checkout")
+    log = subprocess.run([*git, "log", "--reverse", "--format=%H", "--", files[-1]], capture_output=True, text=True)
+    first = log.stdout.split()[0]
+    then = set()
+    for path in files:  # Its own file and those its fields then came from (a field's line: `    name: type = ...`).
+        text = subprocess.run([*git, "show", f"{first}:{path}"], capture_output=True, text=True).stdout
+        then |= set(re.findall(r"^    (\w+): [^=\n]+ = ", text, re.MULTILINE))
+    gained = {f.name for f in dataclasses.fields(config_class)} - then
+    assert gained and sorted(config_class.ADDED_FIELDS) == sorted(gained)
+
+
 # The learning-rate / beta schedule. -----------------------------------------------
 
 
