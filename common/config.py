@@ -223,6 +223,18 @@ def start_flags(saved: Any, config: Any) -> list[str]:
     return flags
 
 
+def _how_given(saved: Any, allowed: Sequence[str]) -> str:
+    """The fields of `allowed` that `saved` has, each with the flag that sets it on a resume."""
+    flag_of = {field: f"--{flag}" for flag, field in _FLAG_FIELDS.items()}
+    named = [n for n in allowed if hasattr(saved, n)]
+    by_flag = [f"{n} ({flag_of[n]})" for n in named if n in flag_of]
+    # A sweep takes its budget and actors only as flags; a run also by --config_override.
+    others = [n for n in named if n not in flag_of]
+    if others:
+        by_flag.append(f"{', '.join(others)} (--config_override)")
+    return ", ".join(by_flag)
+
+
 def resume(
     saved: C,
     request: Request,
@@ -267,6 +279,6 @@ def resume(
         cause = f"--preset={request.preset}'s {name}" if from_preset else name
         raise UsageError(
             f"--resume keeps the {kind}'s saved config: {cause} would change from {getattr(saved, name)!r} to "
-            f"{fields[name]!r}; a resumed {kind} may change only {', '.join(n for n in allowed if hasattr(saved, n))}"
+            f"{fields[name]!r}; a resumed {kind} may change only {_how_given(saved, allowed)}"
         )
     return override(saved, {name: fields[name] for name in changed}, what)

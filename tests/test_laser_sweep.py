@@ -247,7 +247,8 @@ def test_a_resumed_sweep_takes_frames_and_actors_and_its_server_the_saved_member
     # Sweep flags may repeat the saved sweep's (a new user's trial: `--resume --preset` with its own preset, or
     # `--agents` with its own count, was refused as a change), not change it.
     assert out["same"] == out["server"]
-    changes = "a resumed sweep may change only total_frames, num_actors"
+    # The flags that change them named: a sweep refuses --config_override total_frames=... on a resume.
+    changes = "a resumed sweep may change only total_frames (--frames), num_actors (--actors)"
     assert out["env_option"].startswith("--resume keeps the sweep's saved config: env_options would change from ")
     assert out["preset"] == (
         "--resume keeps the sweep's saved config: --preset=minatar_laser's network would change from 'toy' to "

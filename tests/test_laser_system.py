@@ -117,7 +117,8 @@ def test_resume_refuses_a_changed_replay_fraction(trained, tmp_path):
     shutil.copytree(trained, copy)
     before = usage_cases.snapshot(copy)
     result = run(f"--run_dir={copy}", "--resume", "--config_override=replay_fraction=0.5", timeout=120)
-    operational = "total_frames, num_actors, log_every_s, checkpoint_every_s"  # Not PER's learner_threads.
+    # Not PER's learner_threads, which LASER has not.
+    operational = "total_frames (--frames), num_actors (--actors), log_every_s, checkpoint_every_s (--config_override)"
     usage_cases.assert_one_line_error(result, "replay_fraction would change", f"may change only {operational}")
     assert usage_cases.snapshot(copy) == before
 

@@ -105,7 +105,8 @@ def test_resume_refuses_flags_that_change_the_experiment(finished_run, resumed_i
         result = run(f"--run_dir={copied_run}", "--resume", *args)
     else:
         result, copied_run = resumed_in_one_process[("--resume", *args)]
-    usage_cases.assert_one_line_error(result, f"{field} would change", "may change only total_frames")
+    changeable = "may change only total_frames (--frames), num_actors (--actors)"  # The flags that change them.
+    usage_cases.assert_one_line_error(result, f"{field} would change", changeable)
     assert usage_cases.snapshot(copied_run) == usage_cases.snapshot(finished_run[0])
 
 
