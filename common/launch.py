@@ -176,6 +176,11 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     if options.port is not None and options.role in ("all", "server"):
         ports.check_port_free(options.port)  # Now, not after TensorFlow's import (about 30 s on a busy machine).
     if options.role == "actor":
+        if getattr(config, "num_actors", 1) == 0:  # PER's learner that acts itself: its replay is not for actors.
+            raise UsageError(
+                "--role actor: this config's learner acts itself (num_actors=0); start the learner with --actors N "
+                "and its actors with its RUN_DIR/config.json"
+            )
         run_actor(agent.parts(), config, options)
         return
     if options.role == "server":

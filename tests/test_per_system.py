@@ -360,7 +360,7 @@ def test_a_hand_started_actor_blocked_in_reverb_stops_on_ctrl_c_and_when_its_ser
 
     def act() -> subprocess.Popen:
         process = subprocess.Popen(
-            [*TRAIN, "--role=actor", f"--replay_address=localhost:{port}", "--preset=toy"], cwd=REPO,
+            [*TRAIN, "--role=actor", f"--replay_address=localhost:{port}", "--preset=toy", "--actors=1"], cwd=REPO,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         )  # fmt: skip
         assert select.select([process.stdout], [], [], 120)[0], "the actor said nothing"
@@ -396,6 +396,8 @@ ROLE_INPUT = [
     (["--role=server", "--tables_dir=no_tables", "--resume"], "--tables_dir no_tables does not exist"),
     (["--role=server", "--tables_dir=tables", "--segment=0"], "--segment is for --role actor; --role server does"),
     (["--role=learner", "--replay_address=localhost:1", "--actor_id=3"], "--actor_id is for --role actor;"),
+    # A trial's actor for a learner that acts itself inserted beside it, unasked, until stopped.
+    (["--role=actor", "--replay_address=localhost:1"], "--role actor: this config's learner acts itself"),
 ]
 
 
