@@ -45,7 +45,7 @@ def _git_state(repo: pathlib.Path = REPO) -> dict[str, Any]:
 _AT_START = _git_state()
 
 
-def _command() -> str:
+def command() -> str:
     """The command as a user would type it (`python -m package.module ...`)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     program = ["-m", spec.name.removesuffix(".__main__")] if spec is not None else [sys.argv[0]]
@@ -88,7 +88,7 @@ def describe_load(start: float, end: float) -> str:
 
 def stamp() -> dict[str, Any]:
     """What made a file and when, for one that is not a run's record (an evaluation's result, say)."""
-    return {**_AT_START, "command": _command(), "machine": machine(), "date_utc": _now()}
+    return {**_AT_START, "command": command(), "machine": machine(), "date_utc": _now()}
 
 
 def _now() -> str:
@@ -110,7 +110,7 @@ def record(
     """
     return {
         **_AT_START,
-        "command": _command(),
+        "command": command(),
         "config": config,
         "seeds": seeds,
         "frames": frames,

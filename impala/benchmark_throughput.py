@@ -183,7 +183,7 @@ def main(argv: list[str]) -> None:
             rows.append(row(what, fps, raw, limit, lag))
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "throughput.csv", rows)
-    command = " ".join(["python -m impala.benchmark_throughput", *sys.argv[1:]])
+    command = provenance.command()
     lines = [
         "# IMPALA throughput on this machine (an analogue of IMPALA Table 1)",
         "",

@@ -363,7 +363,7 @@ def markdown(rows: list[dict], config: PerConfig, seconds: float, load: tuple, w
     lines = [
         f"# PER agent throughput ({config.env}, benchmark scale, {machine['cores']} CPU cores)",
         "",
-        f"Produced by `python -m per.benchmark_agent` (see its docstring and `{stem}.provenance.json`), in one run",
+        f"Produced by `{provenance.command()}` (see its docstring and `{stem}.provenance.json`), in one run",
         f"of {runs} round(s), each row in a fresh process; each rate is the median over the rounds, `range`",
         "its spread (every round's rows: the `_runs.csv` beside this).",
         provenance.describe_load(*load),

@@ -165,7 +165,7 @@ def markdown(rows: list[dict], wall_time_s: float, provenance_name: str) -> str:
     lines = [
         f"# Replay memory per transition ({env}, {transitions:,} transitions, benchmark scale)",
         "",
-        f"Produced by `python -m per.benchmark_memory` (see its docstring and `{provenance_name}`).",
+        f"Produced by `{provenance.command()}` (see its docstring and `{provenance_name}`).",
         "One stream of transitions (uniform random actions) fills two replays, each table in its own",
         "server process. `RSS`: the server's resident memory growth per transition, over the whole",
         "fill and over its second half (marginal, fixed costs paid): the RAM a replay costs, items,",

@@ -313,7 +313,7 @@ def markdown(rows: list[dict[str, Any]], env_spec: str, config: dict[str, Any], 
     lines = [
         f"# PER sample+update: Reverb vs cpprb ({env_spec} transitions, batch {config['batch_size']}, benchmark scale)",
         "",
-        "Produced by `python -m per.benchmark_replay` (see its docstring and `replay.provenance.json`).",
+        f"Produced by `{provenance.command()}` (see its docstring and `replay.provenance.json`).",
         "Each replay holds the same recorded transitions; one iteration samples a batch with IS weights",
         f"(beta {BETA}) and updates its priorities. `µs`: the median of {config['rounds']} rounds in which the",
         "replays take turns. `RSS B`: resident memory growth per stored transition (one new frame each),",

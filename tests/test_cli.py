@@ -450,8 +450,11 @@ def test_each_benchmark_flag_check_is_one_line_before_measuring(module, tmp_path
 
 # The agent benchmark's report from made-up rates: 2 envs counts x 2 process layouts x 3 replays.
 BENCHMARK_REPORT = """
-import itertools
+import importlib.util, itertools, sys
 from per import benchmark_agent as b
+# As if run as `python -m per.benchmark_agent --env atari:pong --repeats 3`.
+sys.modules["__main__"].__spec__ = importlib.util.find_spec("per.benchmark_agent")
+sys.argv = ["benchmark_agent.py", "--env", "atari:pong", "--repeats", "3"]
 rows = [{"measurement": "env", "agent_steps_per_s": 1000.0}, {"measurement": "learner", "updates_per_s": 250.0,
         "agent_steps_per_s": 1000.0}]
 acting = {1: 3000.0, 4: 4000.0}  # Acting bounds 750 and 800 agent steps/s.
@@ -471,6 +474,8 @@ def test_the_agent_benchmark_reports_each_envs_count_apart():
     result = run(sys.executable, "-c", BENCHMARK_REPORT)
     assert result.returncode == 0, result.stderr
     report = result.stdout
+    # The command with its flags (a trial found the committed Pong report's header without them).
+    assert "Produced by `python -m per.benchmark_agent --env atari:pong --repeats 3` (see its docstring" in report
     # 285 x 4 envs x 2 processes x 0.95 = 2,166: 433% of the bound (500), 271% of the acting bound (800).
     assert "| rank | 1 | 4 | 2,166 |  | 541.5 | 1,000 | 0 | 433% | 271% |" in report
     assert (

@@ -115,10 +115,10 @@ def test_the_command_is_the_one_typed_with_every_argument(monkeypatch):
     main.__spec__ = types.SimpleNamespace(name="reproduce.suite.__main__")
     monkeypatch.setitem(sys.modules, "__main__", main)
     monkeypatch.setattr(sys, "argv", ["/x/reproduce/suite/__main__.py", "--profile=full", "--games", "breakout x"])
-    assert provenance._command() == "python -m reproduce.suite --profile=full --games 'breakout x'"
+    assert provenance.command() == "python -m reproduce.suite --profile=full --games 'breakout x'"
     monkeypatch.setattr(main, "__spec__", None)
     monkeypatch.setattr(sys, "argv", ["scripts/run.py", "--seed=3"])
-    assert provenance._command() == "python scripts/run.py --seed=3"
+    assert provenance.command() == "python scripts/run.py --seed=3"
 
 
 def test_records_and_stamps_name_the_code_at_the_start_not_at_the_end(monkeypatch):
