@@ -8,7 +8,7 @@ PER Algorithm 1 as the shared loop's `Learner` (`common.loop`). One `step`:
    k with P(j) = p_j^alpha / sum_i p_i^alpha and IS weights w_j (lines 9-10);
 3. one weighted Double DQN update and, every `target_update_period` updates,
    the target network's copy (lines 11, 13, 15 and 16, `per.learner`);
-4. write p_j = |delta_j| + epsilon back for exactly the sampled keys (line 12;
+4. write p_j = |delta_j| + epsilon back for exactly the sampled keys (line 12, with §3.3's epsilon;
    rank-based: their new rank's priority).
 
 The replay ratio (PER: one update of 32 per 4 agent steps, 8 samples per
