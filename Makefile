@@ -32,7 +32,7 @@ test: lint
 	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder tests
 
 reproduce: $(STAMP)
-	$(BIN)/python -m reproduce --profile $(PROFILE)
+	$(BIN)/python -m reproduce --profile=$(PROFILE)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -24,7 +24,9 @@ RESULTS = REPO_ROOT / "results"
 
 def output_dir(paper: str, profile: str | None) -> pathlib.Path:
     """`results/<paper>/<profile>/`, created if missing."""
-    directory = RESULTS / paper / profile if profile else RESULTS / paper
+    under = pathlib.Path(paper, profile) if profile else pathlib.Path(paper)
+    directory = RESULTS / under
+    check_directory(f"results/{under}", directory)  # A file there: one line, not a traceback.
     directory.mkdir(parents=True, exist_ok=True)
     return directory
 

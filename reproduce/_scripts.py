@@ -54,10 +54,18 @@ def discover() -> list[str]:
 
 def expected(scripts: list[str], profile: str) -> str:
     """The scripts' expected wall time in `profile`, as measured here (`EXPECTED_S`)."""
-    column = reproduce.PROFILES.index(profile)
-    seconds = {s: EXPECTED_S.get(s, (0, 0))[column] for s in scripts}  # 0: not measured yet.
-    hours, minutes = divmod(round(sum(seconds.values()) / 60), 60)
+    seconds = {s: expected_s(s, profile) for s in scripts}
     unknown = [s for s, measured in seconds.items() if not measured]
     note = f"; not measured yet: {', '.join(unknown)}" if unknown else ""
-    time_ = f"about {hours} h {minutes} min" if hours or minutes else "under a minute"
-    return f"{time_} on the project's 2-core machine (reproduce/_scripts.py EXPECTED_S){note}"
+    return f"{duration(sum(seconds.values()))} on the project's 2-core machine (reproduce/_scripts.py EXPECTED_S){note}"
+
+
+def expected_s(script: str, profile: str) -> int:
+    """`script`'s measured seconds in `profile`; 0 if not measured yet."""
+    return EXPECTED_S.get(script, (0, 0))[reproduce.PROFILES.index(profile)]
+
+
+def duration(seconds: float) -> str:
+    """`about 1 h 5 min`, or `under a minute`."""
+    hours, minutes = divmod(round(seconds / 60), 60)
+    return f"about {hours} h {minutes} min" if hours or minutes else "under a minute"

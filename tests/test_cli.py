@@ -80,6 +80,13 @@ def test_scores_cli_bad_input(args, fragments):
 def test_reproduce_cli_bad_profile_and_filter():
     assert_one_line_usage_error(run(sys.executable, "-m", "reproduce", "--profile=huge"), "profile", "quick|full")
     assert_one_line_usage_error(run(sys.executable, "-m", "reproduce", "--only=nothing_matches"), "reproduce.scores")
+    # A trial's `--only=` matched every script and started the whole quick profile.
+    assert_one_line_usage_error(run(sys.executable, "-m", "reproduce", "--only="), "--only= is empty", "reproduce.per")
+    # `make reproduce PROFILE=` said "Missing value for flag --profile", not what it takes.
+    result = run("make", "-o", ".venv/.installed-requirements", "-n", "reproduce", "PROFILE=")
+    command = result.stdout.strip().splitlines()[-1].split()
+    assert command[-3:] == ["-m", "reproduce", "--profile="], result.stdout
+    assert_one_line_usage_error(run(sys.executable, *command[1:]), "--profile=: value should be one of <quick|full>")
 
 
 def _unsupported_pythons(tmp_path):
@@ -246,6 +253,20 @@ def test_a_cliffwalk_of_no_seeds_is_refused_and_leaves_the_results():
     result = run(sys.executable, "-m", "reproduce.per.cliffwalk", "--profile=full", "--seeds=0")
     assert_one_line_usage_error(result, "--seeds=0: 0 is not a positive integer")
     assert _files(REPO / "results" / "per") == before
+
+
+def test_a_results_directory_that_is_a_file_is_refused_and_the_file_kept(tmp_path, monkeypatch):
+    """A trial's `touch results/per/quick` made every PER study's quick profile a traceback (FileExistsError)."""
+    from common import results
+
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
+    mine = tmp_path / "results" / "per" / "quick"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("mine")
+    with pytest.raises(UsageError, match=r"^results/per/quick is a file; it must name a directory"):
+        results.output_dir("per", "quick")
+    assert mine.read_text() == "mine"
+    assert results.output_dir("per", "full") == tmp_path / "results" / "per" / "full"
 
 
 @pytest.mark.parametrize(
