@@ -83,8 +83,8 @@ def test_reproduce_cli_bad_profile_and_filter():
     # A trial's `--only=` matched every script and started the whole quick profile.
     assert_one_line_usage_error(run(sys.executable, "-m", "reproduce", "--only="), "--only= is empty", "reproduce.per")
     # `make reproduce PROFILE=` said "Missing value for flag --profile", not what it takes.
-    result = run("make", "-o", ".venv/.installed-requirements", "-n", "reproduce", "PROFILE=")
-    command = result.stdout.strip().splitlines()[-1].split()
+    result = run("make", "--no-print-directory", "-o", ".venv/.installed-requirements", "-n", "reproduce", "PROFILE=")
+    command = result.stdout.strip().splitlines()[-1].split()  # Under `make test`, too: no "make[1]: Entering".
     assert command[-3:] == ["-m", "reproduce", "--profile="], result.stdout
     assert_one_line_usage_error(run(sys.executable, *command[1:]), "--profile=: value should be one of <quick|full>")
 
@@ -622,12 +622,14 @@ REPRODUCE_ENTRY = textwrap.dedent(
     """
     import json, sys
     from absl import flags
+    from common.signals import exit_status
     from reproduce import __main__ as entry
 
     codes = json.loads(sys.argv[1])
     calls = []
     entry.discover = lambda: sorted(codes)
-    entry.subprocess.call = lambda command: calls.append(command[2:]) or codes[command[2]]
+    # A script's status as `run_script` gives it: a signal's death (Popen's -N) as the shell says it, 128 + N.
+    entry.run_script = lambda command: calls.append(command[2:]) or exit_status(codes[command[2]])
     argv = ["reproduce", *sys.argv[2:]]
     argv = flags.FLAGS(argv)
     try:
@@ -653,7 +655,7 @@ def reproduce_entry(codes: dict[str, int], *args: str) -> tuple[dict, subprocess
 
 
 def test_make_reproduce_fails_when_a_script_fails_or_is_killed_and_passes_its_profile():
-    """A script killed by a signal (the OOM killer's SIGKILL: `subprocess.call` returns -9) has failed too."""
+    """A script killed by a signal (the OOM killer's SIGKILL: Popen's -9, 137 to a shell) has failed too."""
     codes = {"reproduce.a.one": 0, "reproduce.a.two": -9, "reproduce.b.three": 3}
     outcome, result = reproduce_entry(codes, "--profile=full")
     assert outcome["code"] == 1, result.stderr
