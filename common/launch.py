@@ -392,7 +392,8 @@ def learner_hints(
         segment = f" --segment={record.index}" if record.index else ""
         print(
             f"this learner's {config.num_actors} actor(s): start each on its own machine with python -m {agent.module} "
-            f"--role actor --replay_address {address} --config {directory / 'config.json'} --actor_id I{segment} "
+            f"--role actor --replay_address {address} --config {directory / 'config.json'} "
+            f"--actors {config.num_actors} --actor_id I{segment} "
             f"(I from 0 to {config.num_actors - 1})", flush=True,
         )  # fmt: skip
     command = f"python -m {agent.module} --role learner --replay_address {address} --run_dir {directory} --resume"
@@ -556,8 +557,9 @@ class ActorSupervisor:
 
     def _start(self, actor_id: int) -> None:
         command = [
+            # --actors: a run resumed with other actors than its config.json (which stays as saved) says.
             sys.executable, "-m", self._module, "--role=actor", f"--config={self._config_path}",
-            f"--replay_address={self._address}", f"--actor_id={actor_id}",
+            f"--actors={len(self._incarnations)}", f"--replay_address={self._address}", f"--actor_id={actor_id}",
             f"--incarnation={self._incarnations[actor_id]}", f"--segment={self._segment}",
         ]  # fmt: skip
         log = open(self._log_dir / f"actor_{actor_id}.log", "a")

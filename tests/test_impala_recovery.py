@@ -110,7 +110,8 @@ def test_separate_server_learner_and_actor_roles(tmp_path):
         output, _ = learner.communicate(timeout=240)
         assert learner.returncode == 0, output
         assert json.loads((run_dir / "final.json").read_text())["frames"] >= 20_000
-        how = f"--role actor --replay_address {address} --config {run_dir / 'config.json'} --actor_id I (I from 0 to"
+        config = f"--config {run_dir / 'config.json'} --actors 1"  # --actors: a resume's may differ from the file's.
+        how = f"--role actor --replay_address {address} {config} --actor_id I (I from 0 to"
         assert how in output, output  # The learner says how to start the actors it waits for.
     finally:
         for process in (actor, server, learner):

@@ -203,6 +203,21 @@ def test_an_actor_run_resumes_after_a_clean_stop(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_run_that_acted_itself_resumes_with_actor_processes(tmp_path):
+    """A run's config.json keeps its num_actors 0 on a resume with --actors 1: its learner's actors, started
+    with that config, were refused as actors of a learner that acts itself and restarted every second."""
+    run_dir = tmp_path / "run"
+    first = run("--preset=toy", f"--run_dir={run_dir}", "--frames=600")
+    assert first.returncode == 0, first.stdout + first.stderr
+    resumed = run(f"--run_dir={run_dir}", "--resume", "--frames=1200", "--actors=1")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert json.loads((run_dir / "config.json").read_text())["num_actors"] == 0  # As saved.
+    final = json.loads((run_dir / "final.json").read_text())
+    assert final["frames"] >= 1200 and final["segments"] == 2
+    assert "restarting" not in resumed.stdout + resumed.stderr
+
+
+@pytest.mark.slow
 def test_a_separate_server_saves_the_replay_in_its_tables_dir_and_serves_it_again_on_resume(tmp_path):
     """The multi-machine roles: the learner's checkpoints save the server's tables in --tables_dir, not /tmp.
 
