@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from typing import Callable, Iterator
+import subprocess
+from typing import Any, Callable, Iterator
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 INTERRUPTED_EXIT_CODES = tuple(128 + signum for signum in STOP_SIGNALS)
@@ -41,6 +42,38 @@ def on_stop_signals(handler: Handler) -> Iterator[None]:
     finally:
         for signum, replaced in previous.items():
             signal.signal(signum, replaced)
+
+
+def call_handing_on(command: list[str], hang_up: bool = False, **popen: Any) -> tuple[int, int | None]:
+    """Runs `command` to its end, handing it each Ctrl-C or SIGTERM that reaches this process.
+
+    Returns its exit status (`exit_status`) and the first stop signal handed
+    on, or None. A stop that came while the child started is handed on once it
+    has: one signal, not two. With `hang_up`, a SIGHUP (the terminal closed) is
+    handed on as SIGTERM, for a child in a session of its own, which no
+    terminal's signal reaches.
+    """
+    stops: list[int] = []
+    handed: list[int] = []
+    process: subprocess.Popen | None = None
+
+    def hand_on(signum: int, _) -> None:
+        signum = signal.SIGTERM if signum == signal.SIGHUP else signum
+        stops.append(signum)
+        if process is not None:
+            handed.append(signum)
+            process.send_signal(signum)
+
+    previous = signal.signal(signal.SIGHUP, hand_on) if hang_up else None
+    try:
+        with on_stop_signals(hand_on):
+            process = subprocess.Popen(command, **popen)
+            if stops and not handed:
+                process.send_signal(stops[0])
+            return exit_status(process.wait()), (stops[0] if stops else None)
+    finally:
+        if hang_up:
+            signal.signal(signal.SIGHUP, previous)
 
 
 class StopRequested(KeyboardInterrupt):

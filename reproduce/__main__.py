@@ -9,13 +9,13 @@ each script's before that script.
 Each script runs in a session of its own, so Ctrl-C or SIGTERM, to this
 process or its group (a terminal's Ctrl-C, `kill` of `make`, which hands
 SIGTERM to this process), reaches it once, from here: it hands the signal to
-its training run, which saves a checkpoint. This process waits for that, runs
-no later script, and exits with the script's status (128 + the signal).
+its training run, which saves a checkpoint. A SIGHUP (the terminal closed) is
+handed on as SIGTERM. This process waits for the script, runs no later one,
+and exits 128 + the signal.
 """
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 
@@ -24,7 +24,7 @@ from absl import flags
 import reproduce
 from common import cli
 from common.errors import UsageError
-from common.signals import INTERRUPTED_EXIT_CODES, exit_status, on_stop_signals
+from common.signals import call_handing_on
 from reproduce._scripts import discover, duration, expected, expected_s
 
 flags.DEFINE_enum("profile", "quick", reproduce.PROFILES, "Profile passed to every script.")
@@ -46,12 +46,12 @@ def main(argv: list[str]) -> None:
         estimate = f"expected {duration(seconds)}" if seconds else "not measured yet"
         print(f"== {script} --profile {FLAGS.profile} ({estimate})", flush=True)
         start = time.monotonic()
-        code = run_script([sys.executable, "-m", script, f"--profile={FLAGS.profile}"])
-        outcome = "ok" if code == 0 else f"stopped ({code})" if code in INTERRUPTED_EXIT_CODES else f"FAILED ({code})"
+        code, stop = run_script([sys.executable, "-m", script, f"--profile={FLAGS.profile}"])
+        outcome = "ok" if code == 0 else f"stopped ({code})" if stop else f"FAILED ({code})"
         print(f"== {script}: {outcome} in {time.monotonic() - start:.0f}s", flush=True)
-        if code in INTERRUPTED_EXIT_CODES:
+        if stop:  # Whatever the script's status: it may have ended on its own as the stop came.
             print(f"python -m reproduce: stopped in {script}; run the same command again to go on", file=sys.stderr)
-            sys.exit(code)
+            sys.exit(128 + stop)
         if code:
             failed.append(script)
     if failed:
@@ -60,25 +60,9 @@ def main(argv: list[str]) -> None:
     print(f"all {len(scripts)} reproduce scripts completed; outputs in results/")
 
 
-def run_script(command: list[str]) -> int:
-    """Runs `command` to its end, handing it the stop signals that reach this process; its exit status.
-
-    A stop that came while it started is handed to it once it has: one signal, not two.
-    """
-    early: list[int] = []
-    process: subprocess.Popen | None = None
-
-    def hand_on(signum: int, _) -> None:
-        if process is None:
-            early.append(signum)
-        else:
-            process.send_signal(signum)
-
-    with on_stop_signals(hand_on):
-        process = subprocess.Popen(command, start_new_session=True)
-        if early:
-            process.send_signal(early[0])
-        return exit_status(process.wait())
+def run_script(command: list[str]) -> tuple[int, int | None]:
+    """Runs a script in a session of its own, handing it every stop (`call_handing_on`); its status and stop."""
+    return call_handing_on(command, hang_up=True, start_new_session=True)
 
 
 if __name__ == "__main__":

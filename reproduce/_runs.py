@@ -44,7 +44,7 @@ from absl import flags as absl_flags
 from common import config as config_lib
 from common import run_dir as run_dir_lib
 from common.errors import UsageError
-from common.signals import INTERRUPTED_EXIT_CODES, exit_status, on_stop_signals
+from common.signals import INTERRUPTED_EXIT_CODES, call_handing_on, exit_status, on_stop_signals
 from reproduce import REPO_ROOT
 
 # Flags of a training command that name where it runs, not what it trains.
@@ -284,7 +284,13 @@ def _prefix_lines(name: str, lines: Iterable[str]) -> None:
 def evaluate(module: str, run_dir: pathlib.Path, episodes: int, seed: int) -> dict:
     """Evaluates the run's latest checkpoint with `python -m module` (an agent's `evaluate`); returns its result."""
     command = [sys.executable, "-m", module, str(run_dir), f"--episodes={episodes}", f"--seed={seed}"]
-    subprocess.run(command, cwd=REPO_ROOT, check=True)
+    status, stop = call_handing_on(command, cwd=REPO_ROOT)  # The evaluation ends with this process, never after.
+    if stop:
+        print(f"interrupted: evaluating {run_dir} stopped; run this same command again", flush=True)
+        sys.exit(128 + stop)
+    if status:
+        print(f"error: evaluating {run_dir} failed with exit status {status}", file=sys.stderr, flush=True)
+        sys.exit(status)
     return json.loads(sorted(run_dir.glob("eval_step*.json"), key=lambda p: int(p.stem[9:]))[-1].read_text())
 
 
@@ -1059,10 +1065,8 @@ def run_to_completion(
     had it). A failed run exits with its status.
     """
     print(" ".join(command), flush=True)
-    process = subprocess.Popen(command, cwd=REPO_ROOT)
     # A terminal's Ctrl-C reaches the run twice, from the terminal and from here; its second changes nothing.
-    with on_stop_signals(lambda signum, _: process.send_signal(signum)):
-        status = exit_status(process.wait())
+    status, _ = call_handing_on(command, cwd=REPO_ROOT)
     if status and status not in INTERRUPTED_EXIT_CODES:
         print(f"error: training {run_dir} failed with exit status {status}", file=sys.stderr, flush=True)
         sys.exit(status)

@@ -628,8 +628,8 @@ REPRODUCE_ENTRY = textwrap.dedent(
     codes = json.loads(sys.argv[1])
     calls = []
     entry.discover = lambda: sorted(codes)
-    # A script's status as `run_script` gives it: a signal's death (Popen's -N) as the shell says it, 128 + N.
-    entry.run_script = lambda command: calls.append(command[2:]) or exit_status(codes[command[2]])
+    # A script's status as `run_script` gives it (a signal's death, Popen's -N, as the shell says it, 128 + N), no stop.
+    entry.run_script = lambda command: (calls.append(command[2:]) or exit_status(codes[command[2]]), None)
     argv = ["reproduce", *sys.argv[2:]]
     argv = flags.FLAGS(argv)
     try:
