@@ -284,7 +284,9 @@ def _prefix_lines(name: str, lines: Iterable[str]) -> None:
 def evaluate(module: str, run_dir: pathlib.Path, episodes: int, seed: int) -> dict:
     """Evaluates the run's latest checkpoint with `python -m module` (an agent's `evaluate`); returns its result."""
     command = [sys.executable, "-m", module, str(run_dir), f"--episodes={episodes}", f"--seed={seed}"]
-    status, stop = call_handing_on(command, cwd=REPO_ROOT)  # The evaluation ends with this process, never after.
+    # Its own session: a terminal's Ctrl-C reaches it once, from here (a second, mid-exit, could be a traceback),
+    # and it ends with this process, never after.
+    status, stop = call_handing_on(command, cwd=REPO_ROOT, start_new_session=True)
     if stop:
         print(f"interrupted: evaluating {run_dir} stopped; run this same command again", flush=True)
         sys.exit(128 + stop)
