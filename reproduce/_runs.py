@@ -282,7 +282,15 @@ def _prefix_lines(name: str, lines: Iterable[str]) -> None:
 
 
 def evaluate(module: str, run_dir: pathlib.Path, episodes: int, seed: int) -> dict:
-    """Evaluates the run's latest checkpoint with `python -m module` (an agent's `evaluate`); returns its result."""
+    """Evaluates the run's latest checkpoint with `python -m module` (an agent's `evaluate`); returns its result.
+
+    A finished run's evaluation of its final step with the same episodes and seed is reused, not repeated
+    (a study run again, to rebuild its tables, once evaluated again and set the earlier result aside).
+    """
+    kept = kept_evaluation(run_dir, episodes, seed)
+    if kept is not None:
+        print(f"reusing {kept}: {episodes} episodes, seed {seed}, at the run's final step", flush=True)
+        return json.loads(kept.read_text())
     command = [sys.executable, "-m", module, str(run_dir), f"--episodes={episodes}", f"--seed={seed}"]
     # Its own session: a terminal's Ctrl-C reaches it once, from here (a second, mid-exit, could be a traceback),
     # and it ends with this process, never after.
@@ -294,6 +302,18 @@ def evaluate(module: str, run_dir: pathlib.Path, episodes: int, seed: int) -> di
         print(f"error: evaluating {run_dir} failed with exit status {status}", file=sys.stderr, flush=True)
         sys.exit(status)
     return json.loads(sorted(run_dir.glob("eval_step*.json"), key=lambda p: int(p.stem[9:]))[-1].read_text())
+
+
+def kept_evaluation(run_dir: pathlib.Path, episodes: int, seed: int) -> pathlib.Path | None:
+    """The run's eval_step<N>.json of its final step (final.json's), if it played `episodes` with `seed`."""
+    final = run_dir / "final.json"
+    if not final.exists():
+        return None
+    path = run_dir / f"eval_step{json.loads(final.read_text())['learner_steps']}.json"
+    if not path.exists():
+        return None
+    result = json.loads(path.read_text())
+    return path if (result.get("episodes"), result.get("seed")) == (episodes, seed) else None
 
 
 def started_flags(run_dir: pathlib.Path) -> list[str] | None:

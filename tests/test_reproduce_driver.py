@@ -110,7 +110,10 @@ def test_a_study_stopped_while_it_evaluates_hands_the_stop_to_the_evaluation(tmp
     driver's stop reaches only the study, the study hands it on and waits."""
     (tmp_path / "stand_in_evaluate.py").write_text(textwrap.dedent(EVALUATION))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
-    script = f"from reproduce import _runs; _runs.evaluate('stand_in_evaluate', {str(tmp_path)!r}, 1, 0)"
+    script = (
+        "import pathlib; from reproduce import _runs; "
+        f"_runs.evaluate('stand_in_evaluate', pathlib.Path({str(tmp_path)!r}), 1, 0)"
+    )
     study = subprocess.Popen(
         [sys.executable, "-c", script], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,

@@ -124,3 +124,25 @@ def test_summarise_only_refuses_any_frames_given(tmp_path):
     """`--summarise_only --frames=0` would be silently ignored too: any --frames given is refused."""
     with pytest.raises(UsageError, match="--frames=0"):
         _runs.check_summarise_only(False, False, 0.0)
+
+
+def test_a_finished_runs_evaluation_is_reused_only_for_the_same_step_episodes_and_seed(tmp_path, monkeypatch):
+    """Running a study again to rebuild its tables once evaluated the run again each time, and set the earlier
+    result aside as eval_step<N>.json.1, .2, ...: now the final step's evaluation is reused when it matches."""
+    calls = []
+
+    def evaluated(command, **kwargs):
+        calls.append(command)
+        (tmp_path / "eval_step40.json").write_text(json.dumps({"episodes": 3, "seed": 9, "mean_return": 2.0}))
+        return 0, 0
+
+    monkeypatch.setattr(_runs, "call_handing_on", evaluated)
+    (tmp_path / "final.json").write_text(json.dumps({"learner_steps": 40}))
+    (tmp_path / "eval_step40.json").write_text(json.dumps({"episodes": 3, "seed": 5, "mean_return": 1.0}))
+    assert _runs.evaluate("per.evaluate", tmp_path, 3, 5)["mean_return"] == 1.0
+    assert not calls
+    assert _runs.evaluate("per.evaluate", tmp_path, 3, 9)["mean_return"] == 2.0  # Another seed: evaluated.
+    assert _runs.evaluate("per.evaluate", tmp_path, 4, 9)["mean_return"] == 2.0  # Other episodes: evaluated.
+    (tmp_path / "final.json").write_text(json.dumps({"learner_steps": 80}))  # Extended: its new final step.
+    _runs.evaluate("per.evaluate", tmp_path, 3, 9)
+    assert len(calls) == 3
