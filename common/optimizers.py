@@ -1,6 +1,8 @@
-"""RMSProp with TensorFlow 1 semantics, as the IMPALA, DQN and LASER papers used, and PyTorch's.
+"""RMSProp with TensorFlow 1 semantics, as the IMPALA and LASER papers used, and PyTorch's.
 
     ms  <- decay ms + (1 - decay) g^2           (ms starts at 1, as in TF1)
+
+(DQN's Lua code has the same update, centered, but starts its averages at 0.)
     mom <- momentum mom + lr g / sqrt(ms + epsilon)
     w   <- w - mom
 
@@ -89,7 +91,7 @@ class RMSPropTF1(_RMSProp):
 
 
 def rmsprop(form: str, variables: Sequence[tf.Variable], **hyper) -> RMSPropTF1 | RMSPropTorch:
-    """RMSProp of the given `form`: "tf1" (TF1's, as DQN and Dopamine) or "torch" (PyTorch's)."""
+    """RMSProp of the given `form`: "tf1" (TF1's, as Dopamine; epsilon inside the root as DQN's Lua) or "torch"."""
     return {"tf1": RMSPropTF1, "torch": RMSPropTorch}[form](variables, **hyper)
 
 

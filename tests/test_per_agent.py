@@ -813,7 +813,8 @@ def test_presets_hold_the_papers_values():
     for name in ("minatar_ddqn", "minatar_ddqn_rank", "minatar_ddqn_prop"):
         optimizer = (p[name].rmsprop_form, p[name].rmsprop_decay, p[name].rmsprop_epsilon, p[name].rmsprop_momentum)
         assert optimizer == ("torch", 0.95, 0.01, 0.0) and p[name].rmsprop_centered, name
-    # Tuned DDQN's (Dopamine's and the DQN Lua code's): TF1's form, epsilon inside the root, no momentum.
+    # Tuned DDQN's (Dopamine's): TF1's form, epsilon inside the root, no momentum. The DQN Lua code's has the
+    # epsilon inside the root too, but starts its averages at 0 where TF1 starts ms at 1.
     assert (p["atari_ddqn"].rmsprop_form, p["atari_ddqn"].rmsprop_momentum) == ("tf1", 0.0)
     # PER §4, tuned DDQN and Mnih et al. 2015, as written there: each value.
     tuned_ddqn = {
