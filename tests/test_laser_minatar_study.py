@@ -524,3 +524,16 @@ def test_a_sweep_fresh_asked_earlier_is_set_aside_without_fresh(tmp_path):
     assert len(commands) == 1, "the old finished sweep was kept"
     assert "--resume" not in commands[0] and "--agents=2" in commands[0]
     assert len(list(tmp_path.glob("sweep.old-*"))) == 1
+
+
+def test_a_sweeps_members_are_described_as_the_grid_or_its_first_few():
+    """The quick profile's 2-member sweep was described as the whole {1/2, 1, 2} x {1/2, 1, 2} grid."""
+    assert _studies.members_text(9) == (
+        "9 members (constant learning rate x entropy cost, {1/2, 1, 2} x the preset's, §5.1)"
+    )
+    text = _studies.members_text(2)
+    assert text.startswith("2 members, the first 2 of §5.1's 9 (") and text.endswith("centre first")
+    assert [(m.learning_rate, m.entropy_cost) for m in sweep_members(PRESETS["minatar_laser"], 2)][0] == (
+        PRESETS["minatar_laser"].learning_rate,
+        PRESETS["minatar_laser"].entropy_cost,
+    )  # The centre is the first member, as the text says.

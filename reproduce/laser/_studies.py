@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from common.envs.minatar import GAMES
-from laser.config import PRESETS, LaserConfig, sweep_members
+from laser.config import MAX_SWEEP, PRESETS, LaserConfig, sweep_members
 from reproduce import _runs
 
 PRESET = "minatar_laser"
@@ -127,6 +127,14 @@ class Scale:
 
 
 SCALES = {"quick": Scale(10_000, 2_000, 2), "full": Scale(1_000_000, 50_000, 9)}
+
+
+def members_text(count: int) -> str:
+    """A sweep's members: the 3 x 3 grid (§5.1), or the first `count` of it (`laser.config.sweep_members`)."""
+    grid = "constant learning rate x entropy cost, {1/2, 1, 2} x the preset's"
+    if count == MAX_SWEEP:
+        return f"{count} members ({grid}, §5.1)"
+    return f"{count} members, the first {count} of §5.1's {MAX_SWEEP} ({grid}), centre first"
 
 
 def best_curve(agents: list[dict]) -> list[dict]:

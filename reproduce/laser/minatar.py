@@ -77,6 +77,7 @@ from reproduce.laser._studies import (  # noqa: E402
     best_curve,
     job_configs,
     job_flags,
+    members_text,
     tabled,
 )
 
@@ -191,8 +192,8 @@ def markdown(stem: str, study: Study, rows: list[dict], missing: list[str], prof
         f"(`{PRESET}`: B = 16, 87.5% replay, 500K observations, trust region; `{A2_PRESET}`: 50% replay, 150K).",
         "`last100`: mean return of the agent's last 100 training episodes; `mean_return`: over all its",
         "episodes (data efficiency)."
-        + (f" A sweep has {scale.sweep_agents} members (constant learning rate x entropy cost, {{1/2, 1, 2}}"
-           " x the preset's, §5.1) sharing one replay, each run concurrently with nothing pacing them; a row"
+        + (f" A sweep has {members_text(scale.sweep_agents)} sharing one replay, each run concurrently with"
+           " nothing pacing them; a row"
            " is the member with the best last100, with its rate, entropy cost and the members' range of wall"
            " time. The figure's curve is the best member in each bucket, which may change (App. A.3)."
            " `sittings`: the sweep's starts; its shared replay is not checkpointed, so each resume"
