@@ -843,3 +843,12 @@ def test_the_shared_flags_default_to_the_quick_profile_and_reuse_finished_runs()
     assert absl_flags.FLAGS["profile"].default == "quick"
     assert absl_flags.FLAGS["fresh"].default is False
     assert absl_flags.FLAGS["seed"].default == 0
+
+
+def test_the_exploration_named_is_the_one_runs_of_that_budget_reached():
+    """The quick profile's 15K-frame table said "epsilon 0.1 after 100K frames", which its runs never reached."""
+    assert minatar.exploration_text(2_000_000) == "epsilon-greedy, epsilon 0.1 after 100K frames"
+    assert minatar.exploration_text(100_000) == "epsilon-greedy, epsilon 0.1 after 100K frames"
+    assert minatar.exploration_text(15_000) == (
+        "epsilon-greedy, epsilon falling from 1 to 0.1 over 100K frames: not reached here"
+    )

@@ -205,7 +205,7 @@ def markdown(rows: list[dict], profile: str, step_size_run: bool = False, notes:
         ),
         "",
         "MinAtar instead of Atari. `last100`: the mean return of the last 100 training episodes",
-        "(epsilon-greedy, epsilon 0.1 after 100K frames), the statistic of Young & Tian 2019, whose DQN",
+        f"({exploration_text(frames[-1])}), the statistic of Young & Tian 2019, whose DQN",
         "is shown at *its* budget of 5M frames (read off their figures, about ±0.3; ±1 on Space",
         "Invaders). A run of fewer frames: compare with that in mind. Young & Tian's settings: one update",
         "per agent step, the target network copied every 1,000 updates, their optimizer (PyTorch's",
@@ -223,6 +223,15 @@ def markdown(rows: list[dict], profile: str, step_size_run: bool = False, notes:
         lines += ["", *notes]
     lines += ["", *verdicts(rows), progress_line(rows, profile), *_runs.extended(rows)]
     return "\n".join(lines) + "\n"
+
+
+def exploration_text(frames: int) -> str:
+    """How the training episodes explored, for runs of at most `frames`: Young & Tian's epsilon, reached or not."""
+    preset = PRESETS[VARIANTS["uniform"]]  # MinAtar: one frame per agent step; every arm's schedule.
+    start, end, steps = preset.epsilon_start, preset.epsilon_end, preset.epsilon_decay_steps
+    if frames >= steps:
+        return f"epsilon-greedy, epsilon {end:g} after {steps // 1000}K frames"
+    return f"epsilon-greedy, epsilon falling from {start:g} to {end:g} over {steps // 1000}K frames: not reached here"
 
 
 def progress_line(rows: list[dict], profile: str) -> str:
