@@ -60,7 +60,7 @@ class ImpalaConfig(config_lib.EnvConfig):
     rmsprop_epsilon: float = 0.01
     rmsprop_momentum: float = 0.0
     max_grad_norm: float = 40.0  # Global-norm clip; 0 = none.
-    loss_reduction: str = "sum"  # IMPALA sums over time and batch (App. D).
+    loss_reduction: str = "sum"  # Over time and batch, as IMPALA's release (scalable_agent: tf.reduce_sum).
     correction: str = "vtrace"  # IMPALA Table 2: vtrace, none, epsilon, one_step_is.
     clip_rho_threshold: float = 1.0  # rho_bar (IMPALA §5.2.2: 1 worked best).
     clip_pg_rho_threshold: float = 1.0
@@ -140,6 +140,7 @@ PRESETS = {
         env="atari:pong",
         env_options=(("terminal_on_life_loss", True),),  # App. G: life loss ends training episodes.
         network="shallow",  # Fig. 3 left, Mnih et al. 2016's network.
+        # App. G ran 48 actors; 2 processes x 16 envs fill 2 cores (#13), and only the policy lag differs.
         num_actors=2,
         envs_per_actor=16,
         unroll_length=20,  # App. G.
@@ -160,7 +161,7 @@ PRESETS = {
         num_actors=2,
         envs_per_actor=4,
         unroll_length=100,  # App. D.
-        batch_size=32,
+        batch_size=32,  # App. D.3, as dmlab30's.
         # App. D.3: DMLab-30's levels, experts included: 0.3 min(tanh r, 0) + 5 max(tanh r, 0).
         reward_clipping="dmlab_asymmetric",
         max_grad_norm=0.0,  # App. D.3 lists no gradient clipping (App. G's 40 is Atari's); the release clips none.

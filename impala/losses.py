@@ -6,7 +6,7 @@
     loss = pg + baseline_cost * baseline - entropy_cost * entropy
 
 with v_s the V-trace targets of eq. (1) (`impala/vtrace.py`). Losses are
-summed over time and batch as in the paper (App. D) or averaged. LASER needs
+summed over time and batch as IMPALA's release (scalable_agent) or averaged. LASER needs
 two more inputs: a per-step `lambda_` that cuts the V-trace traces (its trust
 region, LASER §4.2: lambda = 1[beta(s) < b]) together with a per-step `mask`
 on the policy-gradient and baseline terms, and an `entropy_mask` (LASER takes
@@ -79,7 +79,7 @@ def vtrace_actor_critic_loss(
       values: [T, B] V(x_s).
       bootstrap_value: [B] V(x_T).
       baseline_cost, entropy_cost: the weights of the baseline and entropy terms.
-      reduction: "sum" over time and batch (IMPALA App. D) or "mean".
+      reduction: "sum" over time and batch (IMPALA's release) or "mean".
       correction: one of `impala.config.CORRECTIONS` (IMPALA Table 2).
       clip_rho_threshold: rho_bar; clip_pg_rho_threshold: the policy
         gradient's rho_bar.
