@@ -1297,6 +1297,52 @@ def test_the_torsos_are_the_papers_networks():
         assert (11 * 11 * channels[-1], 256) in shapes  # 84 -> 42 -> 21 -> 11.
 
 
+def _conv3x3_same(x: np.ndarray, conv) -> np.ndarray:
+    """A 3x3 stride-1 SAME convolution (cross-correlation, as TF's), in float64 from the module's w and b."""
+    w, b = conv.w.numpy().astype(np.float64), conv.b.numpy().astype(np.float64)
+    padded = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    height, width = x.shape[1:3]
+    out = sum(
+        np.einsum("nhwc,co->nhwo", padded[:, i : i + height, j : j + width], w[i, j])
+        for i in range(3)
+        for j in range(3)
+    )
+    return out + b
+
+
+def _max_pool_3x3_stride_2_same(x: np.ndarray) -> np.ndarray:
+    """TF's SAME max pool: ceil(size / 2) outputs, the padding (as -inf) split with the extra row/column after."""
+    n, height, width, c = x.shape
+    out_h, out_w = -(-height // 2), -(-width // 2)
+    pad_h, pad_w = max((out_h - 1) * 2 + 3 - height, 0), max((out_w - 1) * 2 + 3 - width, 0)
+    padded = np.pad(
+        x, ((0, 0), (pad_h // 2, pad_h - pad_h // 2), (pad_w // 2, pad_w - pad_w // 2), (0, 0)), constant_values=-np.inf
+    )
+    return np.array(
+        [[padded[:, 2 * i : 2 * i + 3, 2 * j : 2 * j + 3].max(axis=(1, 2)) for j in range(out_w)] for i in range(out_h)]
+    ).transpose(2, 0, 1, 3)
+
+
+def test_the_deep_torso_computes_fig_3s_layers_in_order():
+    """IMPALA Fig. 3 right, from the module's own weights in float64: per section a 3x3 convolution, a 3x3 stride-2
+    max pool, then two residual blocks x + conv(relu(conv(relu(x)))); then ReLU, FC 256, ReLU. The variable shapes
+    alone would not notice layers in another order."""
+    relu = lambda x: np.maximum(x, 0.0)  # noqa: E731
+    torso = networks.DeepTorso(channels=(4, 5, 6))
+    x = tf.random.stateless_uniform((2, 13, 11, 3), [3, 4])
+    got = torso(x).numpy()
+    h = x.numpy().astype(np.float64)
+    for conv, *blocks in torso._sections:
+        h = _max_pool_3x3_stride_2_same(_conv3x3_same(h, conv))
+        for block in blocks:
+            h = h + _conv3x3_same(relu(_conv3x3_same(relu(h), block._conv_a)), block._conv_b)
+    assert h.shape == (2, 2, 2, 6)  # 13 x 11 -> 7 x 6 -> 4 x 3 -> 2 x 2.
+    linear = torso._linear
+    expected = relu(relu(h).reshape(2, -1) @ linear.w.numpy().astype(np.float64) + linear.b.numpy())
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    assert (got > 0).any()  # Not a comparison of two zero vectors.
+
+
 def test_a_residual_block_adds_its_input():
     """IMPALA Fig. 3: x + conv(relu(conv(relu(x)))); with the last convolution at 0, the block is the identity."""
     block = networks.ResidualBlock(8)
