@@ -1,10 +1,10 @@
 """RMSProp with TensorFlow 1 semantics, as the IMPALA and LASER papers used, and PyTorch's.
 
     ms  <- decay ms + (1 - decay) g^2           (ms starts at 1, as in TF1)
-
-(DQN's Lua code has the same update, centered, but starts its averages at 0.)
     mom <- momentum mom + lr g / sqrt(ms + epsilon)
     w   <- w - mom
+
+(DQN's Lua code has the same update, centered, but starts its averages at 0.)
 
 With `centered=True` (DQN's variant; Graves 2013) the denominator is
 sqrt(ms - mg^2 + epsilon), mg the running mean of g. Keras' `RMSprop` puts
