@@ -4,7 +4,7 @@
     mom <- momentum mom + lr g / sqrt(ms + epsilon)
     w   <- w - mom
 
-(DQN's Lua code has the same update, centered, but starts its averages at 0.)
+(DQN's Lua code: the centered form below, its averages starting at 0.)
 
 With `centered=True` (DQN's variant; Graves 2013) the denominator is
 sqrt(ms - mg^2 + epsilon), mg the running mean of g. Keras' `RMSprop` puts
