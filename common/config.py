@@ -223,12 +223,16 @@ def start_flags(saved: Any, config: Any) -> list[str]:
     return flags
 
 
-def _how_given(saved: Any, allowed: Sequence[str]) -> str:
-    """The fields of `allowed` that `saved` has, each with the flag that sets it on a resume."""
-    flag_of = {field: f"--{flag}" for flag, field in _FLAG_FIELDS.items()}
+def _how_given(saved: Any, allowed: Sequence[str], by_override: bool) -> str:
+    """The fields of `allowed` that `saved` has, each with the flags that set it on a resume.
+
+    A sweep takes its budget and actors only as flags; a run (`by_override`) also by --config_override.
+    """
+    flag_of = {
+        field: f"--{flag}" + (" or --config_override" if by_override else "") for flag, field in _FLAG_FIELDS.items()
+    }
     named = [n for n in allowed if hasattr(saved, n)]
     by_flag = [f"{n} ({flag_of[n]})" for n in named if n in flag_of]
-    # A sweep takes its budget and actors only as flags; a run also by --config_override.
     others = [n for n in named if n not in flag_of]
     if others:
         by_flag.append(f"{', '.join(others)} (--config_override)")
@@ -250,6 +254,7 @@ def resume(
     `kind` names what resumes in that error; `allowed`, if given, narrows the
     fields it may change below `OPERATIONAL_FIELDS` (a sweep's resume: its budget and actors).
     """
+    by_override = allowed is None
     allowed = OPERATIONAL_FIELDS if allowed is None else allowed
     if request.config_file is not None:
         raise UsageError("--resume runs the run's own config.json; drop --config")
@@ -279,6 +284,6 @@ def resume(
         cause = f"--preset={request.preset}'s {name}" if from_preset else name
         raise UsageError(
             f"--resume keeps the {kind}'s saved config: {cause} would change from {getattr(saved, name)!r} to "
-            f"{fields[name]!r}; a resumed {kind} may change only {_how_given(saved, allowed)}"
+            f"{fields[name]!r}; a resumed {kind} may change only {_how_given(saved, allowed, by_override)}"
         )
     return override(saved, {name: fields[name] for name in changed}, what)

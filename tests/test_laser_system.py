@@ -118,7 +118,10 @@ def test_resume_refuses_a_changed_replay_fraction(trained, tmp_path):
     before = usage_cases.snapshot(copy)
     result = run(f"--run_dir={copy}", "--resume", "--config_override=replay_fraction=0.5", timeout=120)
     # Not PER's learner_threads, which LASER has not.
-    operational = "total_frames (--frames), num_actors (--actors), log_every_s, checkpoint_every_s (--config_override)"
+    operational = (
+        "total_frames (--frames or --config_override), num_actors (--actors or --config_override), log_every_s, "
+        "checkpoint_every_s (--config_override)"
+    )
     usage_cases.assert_one_line_error(result, "replay_fraction would change", f"may change only {operational}")
     assert usage_cases.snapshot(copy) == before
 

@@ -105,7 +105,10 @@ def test_resume_refuses_flags_that_change_the_experiment(finished_run, resumed_i
         result = run(f"--run_dir={copied_run}", "--resume", *args)
     else:
         result, copied_run = resumed_in_one_process[("--resume", *args)]
-    changeable = "may change only total_frames (--frames), num_actors (--actors)"  # The flags that change them.
+    # The flags that change them (a run also takes them as --config_override; a sweep does not).
+    changeable = (
+        "may change only total_frames (--frames or --config_override), num_actors (--actors or --config_override)"
+    )
     usage_cases.assert_one_line_error(result, f"{field} would change", changeable)
     assert usage_cases.snapshot(copied_run) == usage_cases.snapshot(finished_run[0])
 
