@@ -289,7 +289,8 @@ def evaluate(module: str, run_dir: pathlib.Path, episodes: int, seed: int) -> di
     """
     kept = kept_evaluation(run_dir, episodes, seed)
     if kept is not None:
-        print(f"reusing {kept}: {episodes} episodes, seed {seed}, at the run's final step", flush=True)
+        played = f"{episodes} episode{'s' if episodes != 1 else ''}"
+        print(f"reusing {kept}: {played}, seed {seed}, at the run's final step", flush=True)
         return json.loads(kept.read_text())
     command = [sys.executable, "-m", module, str(run_dir), f"--episodes={episodes}", f"--seed={seed}"]
     # Its own session: a terminal's Ctrl-C reaches it once, from here (a second, mid-exit, could be a traceback),
