@@ -310,8 +310,9 @@ def kept_evaluation(run_dir: pathlib.Path, episodes: int, seed: int) -> pathlib.
     final = run_dir / "final.json"
     if not final.exists():
         return None
-    path = run_dir / f"eval_step{json.loads(final.read_text())['learner_steps']}.json"
-    if not path.exists():
+    step = json.loads(final.read_text()).get("learner_steps")  # Every agent's `common.loop` writes it.
+    path = run_dir / f"eval_step{step}.json"
+    if step is None or not path.exists():
         return None
     result = json.loads(path.read_text())
     return path if (result.get("episodes"), result.get("seed")) == (episodes, seed) else None
