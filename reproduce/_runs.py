@@ -287,11 +287,14 @@ def evaluate(module: str, run_dir: pathlib.Path, episodes: int, seed: int) -> di
     A finished run's evaluation of its final step with the same episodes and seed is reused, not repeated
     (a study run again, to rebuild its tables, once evaluated again and set the earlier result aside).
     """
-    kept = kept_evaluation(run_dir, episodes, seed)
-    if kept is not None:
+    step = run_dir_lib.read_record(run_dir / "final.json").get("learner_steps")  # Every agent's `common.loop`'s.
+    kept = run_dir_lib.read_record(run_dir / f"eval_step{step}.json") if step is not None else {}
+    if (kept.get("episodes"), kept.get("seed")) == (episodes, seed):
         played = f"{episodes} episode{'s' if episodes != 1 else ''}"
-        print(f"reusing {kept}: {played}, seed {seed}, at the run's final step", flush=True)
-        return json.loads(kept.read_text())
+        print(
+            f"reusing {run_dir / f'eval_step{step}.json'}: {played}, seed {seed}, at the run's final step", flush=True
+        )
+        return kept
     command = [sys.executable, "-m", module, str(run_dir), f"--episodes={episodes}", f"--seed={seed}"]
     # Its own session: a terminal's Ctrl-C reaches it once, from here (a second, mid-exit, could be a traceback),
     # and it ends with this process, never after.
@@ -303,19 +306,6 @@ def evaluate(module: str, run_dir: pathlib.Path, episodes: int, seed: int) -> di
         print(f"error: evaluating {run_dir} failed with exit status {status}", file=sys.stderr, flush=True)
         sys.exit(status)
     return json.loads(sorted(run_dir.glob("eval_step*.json"), key=lambda p: int(p.stem[9:]))[-1].read_text())
-
-
-def kept_evaluation(run_dir: pathlib.Path, episodes: int, seed: int) -> pathlib.Path | None:
-    """The run's eval_step<N>.json of its final step (final.json's), if it played `episodes` with `seed`."""
-    final = run_dir / "final.json"
-    if not final.exists():
-        return None
-    step = json.loads(final.read_text()).get("learner_steps")  # Every agent's `common.loop` writes it.
-    path = run_dir / f"eval_step{step}.json"
-    if step is None or not path.exists():
-        return None
-    result = json.loads(path.read_text())
-    return path if (result.get("episodes"), result.get("seed")) == (episodes, seed) else None
 
 
 def started_flags(run_dir: pathlib.Path) -> list[str] | None:
