@@ -67,6 +67,10 @@ def whole_budget(frames: float, episodes: int | None = None) -> int:
     return int(frames)
 
 
+def evaluation_episodes(count: int) -> str:
+    return f"{count} evaluation episode{'s' if count != 1 else ''}"
+
+
 def check_keeps_study(
     out: pathlib.Path, stem: str, games: list[str], seed: int, frames: int, eval_episodes: int | None = None
 ) -> None:
@@ -89,7 +93,7 @@ def check_keeps_study(
     if held_games and held.get("frames") is not None and held["frames"] != frames * len(held_games):
         differences.append(f"{held['frames'] // len(held_games):,} frames a game, not {frames:,}")
     if eval_episodes is not None and held.get("eval_episodes") not in (None, eval_episodes):
-        differences.append(f"{held['eval_episodes']} evaluation episodes, not {eval_episodes}")
+        differences.append(f"{evaluation_episodes(held['eval_episodes'])}, not {eval_episodes}")
     if differences:
         raise UsageError(
             f"{out / stem}.* hold {'; '.join(differences)}: this command would replace them with its own runs "
@@ -545,8 +549,8 @@ def summary_kept(
         say(f"{path.stem}: summarised at {budget(had):,} frames with its {budget(asks):,}, kept: {kept_summary(path)}")
         return True
     if eval_episodes is not None:
-        had.append(f"{summary['eval']['episodes']} evaluation episodes")
-        asks.append(f"{eval_episodes} evaluation episodes")
+        had.append(evaluation_episodes(summary["eval"]["episodes"]))
+        asks.append(evaluation_episodes(eval_episodes))
     only_had, only_asks = sorted(set(had) - set(asks)), sorted(set(asks) - set(had))
     if only_had or only_asks:
         hint = retrain_hint(had, asks, extend, "the summary is replaced", run_dir and missing_run(run_dir, path, False))

@@ -5,12 +5,15 @@ evaluation stubbed: nothing trains.
 """
 
 import csv
+import json
 import shutil
 import sys
 
 import pytest
 
 from common import scores
+from common.errors import UsageError
+from reproduce import _runs
 from tests.test_cli import AGAINST_ROOT, REPO, _files, assert_one_line_usage_error, run
 
 # Training writes a finished run's files; evaluation prints its seed.
@@ -147,3 +150,9 @@ def test_an_atari_study_is_not_replaced_by_another_budget_or_evaluation(tmp_path
         result = run(sys.executable, "-c", ATARI, str(root), "--profile=quick", "--games=pong", flag)
         assert_one_line_usage_error(result, f"atari.* hold {fragment}")
         assert _files(out) == before
+
+
+def test_a_study_of_one_evaluation_episode_says_episode(tmp_path):
+    (tmp_path / "atari.provenance.json").write_text(json.dumps({"config": {"pong": {}}, "eval_episodes": 1}))
+    with pytest.raises(UsageError, match=r"atari\.\* hold 1 evaluation episode, not 3: "):
+        _runs.check_keeps_study(tmp_path, "atari", ["pong"], 0, 1000, eval_episodes=3)
