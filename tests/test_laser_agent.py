@@ -239,20 +239,55 @@ def test_importance_weights_must_be_one_per_unroll():
              **LOSS_KWARGS)  # fmt: skip
 
 
-def test_rejected_steps_carry_no_value_or_policy_gradient_signal():
-    """At a rejected step v_s = V(x_s) and the advantage is 0 (eq. 8), so its loss terms vanish."""
+def reference_semi_gradient(x, num_online, threshold, baseline_cost, entropy_cost, weights=None):
+    """d loss / d (pi's logits, V) with the targets v_s and the advantages held fixed (IMPALA §4.2's semi-gradient).
+
+    With m = lambda(s), w the unroll's IS weight, o 1 on online unrolls, rho^ = min(1, pi/mu),
+    A_s = r_s + gamma_s v_{s+1} - V(x_s) and H the entropy of pi:
+      d/dV(x_s) = -baseline_cost w m (v_s - V(x_s)),
+      d/dz_s = -w m rho^ A_s (onehot(a_s) - pi) + entropy_cost o pi (log pi + H).
+    """
+    log_pi_all, log_mu_all = log_softmax(x["target_logits"]), log_softmax(x["behaviour_logits"])
+    pi = np.exp(log_pi_all)
+    onehot = np.eye(A)[x["actions"]]
+    log_rhos = np.sum(onehot * (log_pi_all - log_mu_all), -1)
+    mask = (reference_kl(x["target_logits"], x["behaviour_logits"]) < threshold).astype(np.float64)
+    values, bootstrap = x["values"], x["bootstrap_value"]
+    vs = reference_targets(log_rhos, x["discounts"], x["rewards"], values, bootstrap, mask)
+    advantages = x["rewards"] + x["discounts"] * np.concatenate([vs[1:], bootstrap[None]]) - values
+    weighted = mask * (1.0 if weights is None else np.asarray(weights, np.float64)[None])
+    online = np.zeros_like(mask)
+    online[:, :num_online] = 1.0
+    entropy = -np.sum(pi * log_pi_all, -1, keepdims=True)
+    d_logits = -(weighted * np.minimum(1.0, np.exp(log_rhos)) * advantages)[..., None] * (onehot - pi)
+    d_logits += entropy_cost * online[..., None] * pi * (log_pi_all + entropy)
+    return d_logits, -baseline_cost * weighted * (vs - values)
+
+
+@pytest.mark.parametrize("weights", [None, WEIGHTS], ids=["uniform", "weighted"])
+def test_the_gradient_is_the_semi_gradient_and_rejected_steps_add_none(weights):
+    """The targets are constants (no gradient through v_s or the advantage, nor through beta_KL or the mask),
+    so a rejected step adds nothing to the gradient but, on an online unroll, its entropy bonus's."""
     x = loss_inputs()
-    log_rhos = np.zeros((T, B))
-    mask = np.ones((T, B))
+    tensors = {k: tf.constant(v, tf.int32 if k == "actions" else tf.float32) for k, v in x.items()}
+    given = None if weights is None else tf.constant(weights, tf.float32)
+    with tf.GradientTape() as tape:
+        tape.watch([tensors["target_logits"], tensors["values"], tensors["behaviour_logits"]])
+        out = losses.laser_loss(**tensors, trust_region_threshold=THRESHOLD, importance_weights=given, **LOSS_KWARGS)
+    d_logits, d_values, d_behaviour = tape.gradient(
+        out.loss, [tensors["target_logits"], tensors["values"], tensors["behaviour_logits"]]
+    )
+    expected_logits, expected_values = reference_semi_gradient(x, NUM_ONLINE, THRESHOLD, 0.5, 0.01, weights)
+    np.testing.assert_allclose(d_logits.numpy(), expected_logits, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(d_values.numpy(), expected_values, rtol=1e-4, atol=1e-6)
+    assert d_behaviour is None  # mu is data.
     for t, b in FAR:
-        mask[t, b] = 0.0
-    targets = trust_region.vtrace(
-        *(tf.constant(v, tf.float32) for v in (log_rhos, x["discounts"], x["rewards"], x["values"])),
-        tf.constant(x["bootstrap_value"], tf.float32), tf.constant(mask, tf.float32),
-    )  # fmt: skip
-    rejected = mask == 0
-    np.testing.assert_allclose(targets.vs.numpy()[rejected], x["values"][rejected], rtol=1e-6)
-    assert np.all(targets.pg_advantages.numpy()[rejected] == 0.0)
+        assert d_values.numpy()[t, b] == 0.0
+        if b >= NUM_ONLINE:  # A replayed unroll has no entropy bonus either.
+            assert np.all(d_logits.numpy()[t, b] == 0.0)
+    accepted = np.ones((T, B), bool)
+    accepted[tuple(zip(*FAR))] = False
+    assert np.mean(np.abs(d_values.numpy()[accepted]) > 1e-3) > 0.9  # Not a gradient that is zero everywhere.
 
 
 def test_without_the_trust_region_it_is_impalas_loss_with_online_entropy():
@@ -366,6 +401,16 @@ def test_the_atari_preset_holds_section_5_1s_values():
     }  # fmt: skip
     assert {name: getattr(preset, name) for name in section_5_1} == section_5_1
     assert dict(preset.env_options)["noop_max"] == 37  # App. D: up to 37 no-ops at reset.
+    # The rest is IMPALA App. G's Atari setting (§5.1 builds on IMPALA), and 200M frames a game (Table 1).
+    app_g = {
+        "reward_clipping": "abs_one", "baseline_cost": 0.5, "rmsprop_decay": 0.99, "rmsprop_epsilon": 0.01,
+        "rmsprop_momentum": 0.0, "total_frames": 200_000_000, "clip_rho_threshold": 1.0, "clip_pg_rho_threshold": 1.0,
+    }  # fmt: skip
+    assert {name: getattr(preset, name) for name in app_g} == app_g
+    assert dict(preset.env_options)["terminal_on_life_loss"] is True
+    # No Atari capacity in the paper: its DMLab 10M (§5.3), in observations; b = 0.3 is ours (the paper gives none).
+    assert (preset.replay_capacity, preset.trust_region_threshold) == (10_000_000, 0.3)
+    assert preset.replay_priority == "uniform"  # App. A.2: uniform replay for all the paper's investigations.
 
 
 def test_presets_batches():
