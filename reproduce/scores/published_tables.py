@@ -83,9 +83,10 @@ def main(argv: list[str]) -> None:
         "and 957.6%; random 0 gives 466.1% and 957.3%. Medians are the same both ways.",
         "",
         "PER and IMPALA's medians agree to the printed precision, IMPALA's means within 0.3 points (no",
-        "published Video Pinball reference fits both to the digit). LASER's printed medians come",
-        "from sweep curves (the best agent at each point, LASER App. A.3), not from the",
-        "final per-game scores of App. Table 2, so recomputing from Table 2 differs.",
+        "published Video Pinball reference fits both to the digit). LASER's printed medians differ",
+        "from those of App. Table 2's per-game scores, and the paper does not say why: App. A.3's",
+        "protocol (1M-step buckets, a sweep's best agent at each point) may explain the sweep's,",
+        "not the single agent's (§5.5: 431%).",
     ]
     outputs[1].write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

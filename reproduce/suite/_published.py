@@ -65,8 +65,8 @@ def reference(agent: str, preset: str, family: str) -> Reference | None:
         return Reference(f"PER Table 7, `{column}` (human starts)", "per_table7_raw.csv", column, note)
     if agent == "laser":
         note = (
-            "no-op starts, as ours; LASER's printed medians come from sweep curves (best agent per point, "
-            "App. A.3), not from Table 2, so Table 2 does not reproduce them (results/published/README.md)"
+            "no-op starts, as ours; LASER's printed medians differ from those of its per-game Table 2, "
+            "which the paper does not explain (results/published/README.md)"
         )
         return Reference(
             "LASER single agent, 200M frames (App. D Table 2)", "laser_table2.csv", "laser_no_sweep_200M", note
