@@ -54,6 +54,8 @@ class Parts:
     validate: Callable[[Any], None]  # A UsageError for a config that cannot run; creates nothing.
     learner: Callable[[Any, reverb.Client, str, pathlib.Path], loop.Learner]  # (config, client, address, run dir)
     actor: Optional[Callable[[Any, reverb.Client, int], None]] = None  # (config, client, seed); acts until stopped.
+    # The tables only this run writes, empty when a new run starts (`check_unused`); None: all of `tables`.
+    own_tables: Optional[Callable[[Any], Sequence[reverb.Table]]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,6 +244,8 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     client = None if tables_in_run_dir else reverb_server.connect(address, options.connect_timeout_s)
     if options.role == "learner":
         reverb_server.check_served(parts.tables(config), client, address, one_config(agent))
+        if not options.resume:
+            reverb_server.check_unused((parts.own_tables or parts.tables)(config), client, address, NEW_SERVER)
     with run_dir.starting(directory, config, resume=options.resume, overwrite=options.overwrite):
         if tables_in_run_dir:
             # Only now: --overwrite has removed an old run's tables, --resume loads its own.
@@ -401,6 +405,9 @@ def learner_hints(
     if agent.checkpoint_tables:  # Else the resumed learner samples an empty replay.
         command += " (its server started again with --tables_dir DIR --resume)"
     return command
+
+
+NEW_SERVER = "start a new server for a new run, or continue the run that used this one with --resume"
 
 
 def one_config(agent: Agent) -> str:

@@ -87,6 +87,11 @@ def agent_tables(config: LaserConfig) -> list[reverb.Table]:
     return own_tables(config) + (recompute_tables(config) if config.recompute_replay_state else [replay_table(config)])
 
 
+def unshared_tables(config: LaserConfig) -> list[reverb.Table]:
+    """The tables only this agent writes: a sweep member's queue and parameters; a lone agent's every table."""
+    return agent_tables(config) if config.sweep_member < 0 else own_tables(config)
+
+
 def sweep_tables(configs: list[LaserConfig]):
     """Every member's queue and parameters, and the one replay they share."""
     found = [table for config in configs for table in own_tables(config)]

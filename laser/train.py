@@ -34,8 +34,9 @@ def parts() -> launch.Parts:
     from laser import agent
 
     return launch.Parts(
-        tables=agent.agent_tables, validate=check_fits_env, learner=agent.make_learner, actor=agent.run_actor
-    )
+        tables=agent.agent_tables, validate=check_fits_env, learner=agent.make_learner, actor=agent.run_actor,
+        own_tables=agent.unshared_tables,
+    )  # fmt: skip
 
 
 AGENT = launch.Agent(name="laser", module="laser.train", presets=PRESETS, default_preset="toy_laser", parts=parts)

@@ -254,6 +254,13 @@ def test_a_separate_server_saves_the_replay_in_its_tables_dir_and_serves_it_agai
         )
         assert not run_dir.exists()  # Before: it trained, α 0.6 sampling while its config.json said 0.3.
         learn("--preset=toy", "--frames=3000")
+        # A new run on the used server: before, it trained on the first run's replay and logged its episodes,
+        # and its checkpoints saved the mixed replay over the first run's in --tables_dir.
+        second = tmp_path / "second"
+        new_run = [*TRAIN, "--role=learner", f"--replay_address=localhost:{port}", f"--run_dir={second}"]
+        refused = subprocess.run([*new_run, "--preset=toy", "--frames=3000"], **quiet, env=environment)
+        usage_cases.assert_one_line_error(refused, "item(s) in table 'replay', another run's, which a new run")
+        assert not second.exists()
         os.killpg(server.pid, signal.SIGINT)
         stopped, _ = server.communicate(timeout=60)
         # It said "run the same command again", which is refused (below): the way on is --resume.

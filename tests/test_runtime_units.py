@@ -1246,6 +1246,36 @@ def test_a_role_is_refused_a_server_whose_tables_another_config_built():
         srv.stop()
 
 
+def test_a_new_run_is_refused_a_server_whose_tables_another_run_has_used():
+    """A trial: a new run's learner on a server another run had used logged that run's queued episodes as its
+    own and trained on them; a PER server then saved the mixed replay over the one it had kept. A LASER sweep
+    member starts on the replay the other members fill: only its own queue and parameters are asked."""
+    from laser import agent as laser_agent
+    from laser.config import PRESETS as LASER_PRESETS
+
+    member = dataclasses.replace(LASER_PRESETS["toy_laser"], sweep_member=1)
+    other = dataclasses.replace(member, sweep_member=0)
+    srv = server.make_server(laser_agent.sweep_tables([other, member]))
+    client = reverb.Client(f"localhost:{srv.port}")
+    try:
+        server.check_unused(laser_agent.unshared_tables(member), client, "A:1", "REMEDY")
+        client.insert([np.zeros(3, np.float32)], priorities={"params_0": 1.0})  # The other member's learner.
+        client.insert([np.zeros(3, np.float32)], priorities={"replay": 1.0})  # The replay they share.
+        server.check_unused(laser_agent.unshared_tables(member), client, "A:1", "REMEDY")
+        lone = dataclasses.replace(member, sweep_member=-1)  # Its tables are all its own, the replay among them.
+        with pytest.raises(UsageError, match=r"holds 1 item\(s\) in table 'replay', another run's, "):
+            server.check_unused([laser_agent.replay_table(lone)], client, "A:1", "REMEDY")
+        client.insert([np.zeros(3, np.float32)], priorities={"params_1": 1.0})
+        refusal = (
+            "the Reverb server at A:1 already holds 1 item(s) in table 'params_1', another run's, which a new run "
+            "would train on; REMEDY"
+        )
+        with pytest.raises(UsageError, match=f"^{re.escape(refusal)}$"):
+            server.check_unused(laser_agent.unshared_tables(member), client, "A:1", "REMEDY")
+    finally:
+        srv.stop()
+
+
 def test_a_server_without_checkpoints_leaves_no_temporary_directory(tmp_path, monkeypatch):
     """Reverb's default checkpointer left an empty /tmp/tmpXXXXXXXX behind per server (1,300 after a day here)."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

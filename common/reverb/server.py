@@ -105,6 +105,27 @@ def check_served(tables: Sequence[reverb.Table], client: reverb.Client, address:
                 )
 
 
+def check_unused(tables: Sequence[reverb.Table], client: reverb.Client, address: str, remedy: str) -> None:
+    """A `UsageError` if one of `tables` on the server at `address` holds items.
+
+    A new run's learner (not `--resume`) must start on tables no other run has
+    used: one found another run's unrolls or replay there, logged their
+    episodes as its own and trained on them, and a server with `--tables_dir`
+    then saved the mixed replay over the one it had kept. Its actors write
+    nothing before it publishes its first parameters, so its own tables are
+    empty when it starts. `tables`: those only this run writes (a LASER sweep
+    member's shared replay, which the other members fill, is not one).
+    """
+    served = client.server_info(timeout=60)
+    for table in tables:
+        name = table.info.name
+        if held := served[name].current_size:
+            raise UsageError(
+                f"the Reverb server at {address} already holds {held:,} item(s) in table {name!r}, another run's, "
+                f"which a new run would train on; {remedy}"
+            )
+
+
 def _settings(info: reverb.TableInfo) -> dict[str, object]:
     """What a table's config sets, by name; the rate limiter's counts and the contents left out."""
     limiter = info.rate_limiter_info
