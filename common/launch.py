@@ -164,6 +164,8 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     what = f"{agent.name} config"
     if options.role in ("actor", "learner") and not options.replay_address:
         raise UsageError(f"--role {options.role} needs --replay_address HOST:PORT")
+    if options.replay_address is not None:
+        ports.check_address(options.replay_address)
     check_tables_dir(agent, options)
     check_role_flags(agent, options)
     if not options.connect_timeout_s > 0:

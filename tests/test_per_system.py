@@ -420,6 +420,12 @@ ROLE_INPUT = [
     (["--role=learner", "--replay_address=localhost:1", "--actor_id=3"], "--actor_id is for --role actor;"),
     # A trial's actor for a learner that acts itself inserted beside it, unasked, until stopped.
     (["--role=actor", "--replay_address=localhost:1"], "--role actor: this config's learner acts itself"),
+    # A trial: a port out of range waited for a server for 30 s, a missing one was found after TF loaded.
+    (
+        ["--role=learner", "--replay_address=localhost:99999"],
+        "--replay_address=localhost:99999: expected HOST:PORT " "with a port in 1..65535",
+    ),
+    (["--role=actor", "--replay_address=localhost"], "--replay_address=localhost: expected HOST:PORT"),
 ]
 
 

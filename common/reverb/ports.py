@@ -26,6 +26,13 @@ def check_port_free(port: int) -> None:
             raise UsageError(f"--port={port} is already in use; choose a free port or omit --port") from None
 
 
+def check_address(address: str) -> None:
+    """A `UsageError` unless `address` is HOST:PORT with a port in 1..65535 (checked before TensorFlow loads)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--replay_address={address}: expected HOST:PORT with a port in 1..65535, e.g. localhost:8000")
+
+
 def accepts_connections(address: str, timeout_s: float) -> bool:
     """Whether a TCP connection to `address` (HOST:PORT) opens within `timeout_s`."""
     host, _, port = address.rpartition(":")
