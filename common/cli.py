@@ -15,6 +15,11 @@ from common.errors import UsageError, cli, exit_with_usage_error
 # `define_frames` defines flags for its callers: they, not this module, own them (`--help`, unknown-flag errors).
 flags.disclaim_key_flags()
 
+# Far beyond any budget (Atari-57 at 200M frames a game is 1.1e10); frame
+# counters are int64 tensors, which 1e20 would overflow. Here, not in `common.config`,
+# so that drivers check --frames before importing the envs.
+MAX_FRAMES = 10**15
+
 # What absl says of an integer flag given a word: Python's own message, which names nothing accepted.
 _NOT_AN_INTEGER = re.compile(r"invalid literal for int\(\) with base 10: .*$")
 _MISSING = re.compile(r"Flag --(\w+) must have a value other than None")  # absl, per required flag left out.

@@ -23,9 +23,7 @@ OPERATIONAL_FIELDS = ("total_frames", "num_actors", "learner_threads", "log_ever
 # The envs' and numpy's legacy seeders take seeds below 2^32, and env i of a
 # batch is seeded seed + i (`common.envs`): half the range leaves room for both.
 MAX_SEED = 2**31 - 1
-# Far beyond any budget (Atari-57 at 200M frames a game is 1.1e10); frame
-# counters are int64 tensors, which 1e20 would overflow.
-MAX_FRAMES = 10**15
+MAX_FRAMES = cli.MAX_FRAMES  # The largest budget a config takes.
 
 
 @dataclasses.dataclass(frozen=True)

@@ -150,7 +150,15 @@ def test_aggregates_match_their_definitions():
         ([*TOY[:2], "--suite=toy:catch,toy:nope", TOY[3]], "unknown toy name 'nope'"),
         ([*TOY, "--shard=2/2"], "--shard"),
         ([*TOY, "--seeds=0"], "--seeds=0: must be >= 1"),
-        ([*TOY[:3], "--frames=0"], "--frames=0: must be >= 1"),
+        ([*TOY[:3], "--frames=0"], "--frames=0: must be a whole number of frames in [1, 1e+15], e.g. 2e6"),
+        # Each job refused these, failed twice, and suite.json then held the directory to the bad suite.
+        ([*TOY[:3], "--frames=1e16"], "--frames=1e16: must be a whole number of frames in [1, 1e+15]"),
+        (
+            ["--agent=ddqn", "--preset=minatar_ddqn", "--suite=atari:pong", TOY[3]],
+            "--preset=minatar_ddqn: its "
+            "network 'minatar' does not fit atari:pong's observations; a suite takes one preset, so give one made for "
+            "atari (atari_ddqn, atari_ddqn_rank, atari_ddqn_prop), a suite per env family",
+        ),
         ([*TOY, "--jobs=0"], "--jobs=0: must be >= 1"),
         ([*TOY, "--eval_episodes=-1"], "--eval_episodes=-1: must be >= 0"),
         ([*TOY, "--cpus_per_job=2"], "--cpus_per_job is for --engine=ray; leave it out with --engine=local"),

@@ -90,7 +90,9 @@ def main(argv: list[str]) -> None:
         _plan.check_installed(requested.games)
     engine = _engine(requested)
     if saved is None:
-        _preset(requested.agent, requested.preset)
+        preset = _preset(requested.agent, requested.preset)
+        if FLAGS.engine == "local" and not FLAGS.dry_run:
+            check_fits(requested.agent, preset, requested.games)
     todo = _plan.jobs(requested, shard)
     if FLAGS.dry_run:
         _dry_run(todo, _plan.merge(saved, requested), suite_dir, engine.slots())
@@ -114,8 +116,10 @@ def _requested() -> _plan.Suite:
         if value < least:
             raise UsageError(f"--{flag}={value}: must be >= {least}")
     frames = cli.parse_value("--frames", FLAGS.frames, 0)
-    if frames < 1:
-        raise UsageError(f"--frames={FLAGS.frames}: must be >= 1")
+    if not 1 <= frames <= cli.MAX_FRAMES or not float(frames).is_integer():  # As each job's train checks it.
+        raise UsageError(
+            f"--frames={FLAGS.frames}: must be a whole number of frames in [1, {cli.MAX_FRAMES:g}], e.g. 2e6"
+        )
     _plan.check_suite_name(FLAGS.suite, FLAGS.agent)
     return _plan.Suite(
         FLAGS.agent, FLAGS.preset, FLAGS.suite, (), tuple(range(FLAGS.seeds)), frames, FLAGS.eval_episodes
@@ -154,6 +158,27 @@ def _engine(suite: _plan.Suite) -> _engines.Local | _engines.Ray:
 def _default_name() -> str:
     label = FLAGS.suite if FLAGS.suite in _plan.SUITES else "-".join(_plan.game(s) for s in FLAGS.suite.split(","))
     return f"{FLAGS.agent}_{FLAGS.preset}_{label}"
+
+
+def check_fits(agent: str, preset: Any, games: tuple[str, ...]) -> None:
+    """Each job's own check of the preset's network against its env's observations, once per env family.
+
+    A preset made for another family failed every job of it, each after its
+    start-up and a retry, and its suite.json then held the directory to it.
+    """
+    from common import networks  # TensorFlow: `_preset` has imported it already.
+
+    presets = importlib.import_module(f"{_plan.AGENTS[agent]}.config").PRESETS
+    for env in {_plan.family(game): game for game in games}.values():
+        try:
+            networks.check_fits_env(dataclasses.replace(preset, env=env))
+        except UsageError:
+            made_for = [name for name, config in presets.items() if _plan.family(config.env) == _plan.family(env)]
+            raise UsageError(
+                f"--preset={FLAGS.preset}: its network {preset.network!r} does not fit {env}'s observations; a suite "
+                f"takes one preset, so give one made for {_plan.family(env)} ({', '.join(made_for) or 'none'}), "
+                "a suite per env family"
+            ) from None
 
 
 def _preset(agent: str, preset: str) -> Any:
