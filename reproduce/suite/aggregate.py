@@ -357,7 +357,7 @@ def _variant_notes(rows: list[dict]) -> list[str]:
         "`atari_noop_impala` is `atari_noop` with Video Pinball scored from random 0 (human 17667.9), as in",
         "DeepMind's later Atari-57 tables. IMPALA Table 4's means (466.4% shallow, 957.6% deep) are not",
         "reproduced by the no-op table's Video Pinball (random 16256.9: a human-random gap of 1,411 points,",
-        "which gives 707% and 1593%); with random 0 they are 466.1% and 957.3%, within 0.4 points. No",
+        "which gives 707% and 1592%); with random 0 they are 466.1% and 957.3%, within 0.4 points. No",
         "published table fits both printed means exactly (that needs a random score between -4790 and -2430).",
         "IMPALA's medians are the same both ways.",
     ]
