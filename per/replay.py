@@ -697,12 +697,12 @@ class PrioritizedReplay:
         if self._rank:
             new = self._rank.priorities(keys, inserted_at.tolist(), abs_delta)
         else:
-            proportional = priorities.proportional_priority(abs_delta, self.config.epsilon)
-            self.max_priority = max(self.max_priority, float(proportional.max()))
-            new = proportional.tolist()
+            new = priorities.proportional_priority(abs_delta, self.config.epsilon).tolist()
             if self.live_minimum is not None:
                 self.live_minimum.write(keys, inserted_at.tolist(), new, self.inserted)
         updates = dict(zip(keys, new))  # A key sampled twice takes its last |delta|.
+        if not self._rank:  # The largest priority written: not a sampled-twice key's first, which is not.
+            self.max_priority = max(self.max_priority, max(updates.values()))
         self._mutate(updates)
         self._updates += len(updates)
         if self._rank and (self._updates >= self.config.rerank_interval or self._rank.is_stale()):

@@ -518,6 +518,20 @@ def test_the_live_minimum_forgets_evicted_items_whether_they_surface_or_not(tren
         assert len(tracker.written) <= len(tracker._heap) <= 3 * capacity
 
 
+def test_the_running_maximum_is_of_the_priorities_written(make_replay):
+    """A key sampled twice is written its last |delta|; its first, larger one entered the maximum all the
+    same, so new items entered above every priority in the table (one float32 ulp in a CI run's test)."""
+    server, buffer = make_replay(replay_config.ReplayConfig(capacity=100))
+    fill(buffer, 4)
+    key = buffer.sample(4, beta=0.0).keys[0]
+    written = []
+    mutate = buffer.client.mutate_priorities
+    buffer.client.mutate_priorities = lambda table, updates: written.append(updates) or mutate(table, updates)
+    buffer.update(np.array([key, key]), np.array([7.0, 2.0]))
+    assert written == [{int(key): pytest.approx(2.0 + 1e-6, rel=0, abs=1e-9)}]
+    assert buffer.max_priority == pytest.approx(2.0 + 1e-6, rel=0, abs=1e-9)
+
+
 def test_new_items_enter_at_the_running_maximum_priority(make_replay):
     server, buffer = make_replay(replay_config.ReplayConfig(capacity=100))
     fill(buffer, 4)
