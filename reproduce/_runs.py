@@ -67,8 +67,9 @@ def whole_budget(frames: float, episodes: int | None = None) -> int:
     return int(frames)
 
 
-def evaluation_episodes(count: int) -> str:
-    return f"{count} evaluation episode{'s' if count != 1 else ''}"
+def counted(count: int, noun: str) -> str:
+    """'1 episode', '2 episodes'."""
+    return f"{count} {noun}{'s' if count != 1 else ''}"
 
 
 def check_keeps_study(
@@ -93,7 +94,7 @@ def check_keeps_study(
     if held_games and held.get("frames") is not None and held["frames"] != frames * len(held_games):
         differences.append(f"{held['frames'] // len(held_games):,} frames a game, not {frames:,}")
     if eval_episodes is not None and held.get("eval_episodes") not in (None, eval_episodes):
-        differences.append(f"{evaluation_episodes(held['eval_episodes'])}, not {eval_episodes}")
+        differences.append(f"{counted(held['eval_episodes'], 'evaluation episode')}, not {eval_episodes}")
     if differences:
         raise UsageError(
             f"{out / stem}.* hold {'; '.join(differences)}: this command would replace them with its own runs "
@@ -294,7 +295,7 @@ def evaluate(module: str, run_dir: pathlib.Path, episodes: int, seed: int) -> di
     step = run_dir_lib.read_record(run_dir / "final.json").get("learner_steps")  # Every agent's `common.loop`'s.
     kept = run_dir_lib.read_record(run_dir / f"eval_step{step}.json") if step is not None else {}
     if (kept.get("episodes"), kept.get("seed")) == (episodes, seed):
-        played = f"{episodes} episode{'s' if episodes != 1 else ''}"
+        played = counted(episodes, "episode")
         print(
             f"reusing {run_dir / f'eval_step{step}.json'}: {played}, seed {seed}, at the run's final step", flush=True
         )
@@ -549,8 +550,8 @@ def summary_kept(
         say(f"{path.stem}: summarised at {budget(had):,} frames with its {budget(asks):,}, kept: {kept_summary(path)}")
         return True
     if eval_episodes is not None:
-        had.append(evaluation_episodes(summary["eval"]["episodes"]))
-        asks.append(evaluation_episodes(eval_episodes))
+        had.append(counted(summary["eval"]["episodes"], "evaluation episode"))
+        asks.append(counted(eval_episodes, "evaluation episode"))
     only_had, only_asks = sorted(set(had) - set(asks)), sorted(set(asks) - set(had))
     if only_had or only_asks:
         hint = retrain_hint(had, asks, extend, "the summary is replaced", run_dir and missing_run(run_dir, path, False))
