@@ -12,13 +12,17 @@ def check_port_free(port: int) -> None:
 
     gRPC binds with SO_REUSEPORT, so a second Reverb server on a busy port
     would start without error and silently share the first one's traffic; a
-    plain bind (without SO_REUSEPORT) fails on any holder.
+    bind without SO_REUSEPORT fails while anything listens there. The probe
+    sets SO_REUSEADDR, as gRPC does, so that a stopped server's connections,
+    which linger in TIME_WAIT on its port for a minute, do not count: gRPC
+    binds over them, and a plain bind refused Ctrl-C then `--resume --port P`.
     """
     if not 0 < port < 65536:
         raise UsageError(f"--port={port}: must be in 1..65535")
     for family, host in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
         try:
             with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 probe.bind((host, port))
         except OSError as error:
             if error.errno in (97, 99):  # No IPv6 on this machine: the IPv4 probe decides.
