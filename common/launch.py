@@ -105,7 +105,8 @@ def define_flags(agent_name: str, presets: Mapping[str, Any], default_preset: st
     flags.DEFINE_string("env", None, "Env spec overriding the preset's, e.g. atari:breakout.")
     cli.define_frames(
         "Frame budget (total_frames), e.g. 5e6; by default the preset's, or with --resume the run's own. "
-        "With --resume, a larger one extends the run."
+        "With --resume, another budget, not below the frames trained, replaces the run's: a larger one extends it, "
+        "a smaller one ends it sooner."
     )
     flags.DEFINE_integer("actors", None, "Actor processes (num_actors).")
     flags.DEFINE_integer("seed", None, "Seed overriding the preset's.", lower_bound=0, upper_bound=config_lib.MAX_SEED)
@@ -196,6 +197,7 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         run_dir.check_trained_by(directory, agent.module, overwrite=options.overwrite)
     if directory.is_dir():
         run_dir.hold(directory)  # Refused, before anything starts, if another process trains into it.
+    budget_note = None
     if options.resume:
         saved = config_lib.load(config_class, directory / "config.json", "the run's")
         trained = run_dir.trained_frames(directory)
@@ -223,6 +225,7 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         if asked is None:  # Keep the budget of the latest start, which a resume may have raised.
             request = dataclasses.replace(request, frames=budget)
         config = config_lib.resume(saved, request, agent.presets, what)
+        budget_note = budget_changed(budget, config.total_frames, saved.total_frames)
         if run_dir.finished(directory, config.total_frames):
             # Not a start: one would save its checkpoint and replay again and add an empty segment.
             print(
@@ -264,6 +267,8 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
             agent.module, directory / "config.json", address, config.num_actors, directory, record.index
         )  # fmt: skip
     print(f"run directory {directory}; Reverb at {address}", flush=True)
+    if budget_note:
+        print(budget_note, flush=True)
     # How to continue (the default: this module, --run_dir, --resume), and what a learner says if its server goes.
     resume_command = gone = None
     this_start = config_lib.start_flags(saved, config) if options.resume else []
@@ -410,6 +415,21 @@ def learner_hints(
 
 
 NEW_SERVER = "start a new server for a new run, or continue the run that used this one with --resume"
+
+
+def budget_changed(budget: int | None, total_frames: int, first: int) -> str | None:
+    """What a resume's --frames did to the budget of the run's latest start, if it changed it.
+
+    A smaller budget (not below the frames trained) ends the run sooner, a
+    larger one extends it; either way only provenance.json records it.
+    """
+    if budget is None or total_frames == budget:
+        return None
+    change = "extends" if total_frames > budget else "shortens"
+    return (
+        f"--frames {change} the run's budget from {budget:,} to {total_frames:,} frames; its schedules go on from "
+        f"the values they have reached. provenance.json records it; config.json keeps the first start's {first:,}"
+    )
 
 
 def one_config(agent: Agent) -> str:

@@ -143,6 +143,9 @@ def test_resume_with_a_larger_budget_continues_the_schedule_and_keeps_every_segm
     assert usage_cases.snapshot(run_dir) == before
     result = run(f"--run_dir={run_dir}", "--resume", f"--frames={frames + 5000}")
     assert result.returncode == 0, result.stdout + result.stderr
+    # Below the first budget: said, since config.json, which keeps that budget, no longer tells.
+    assert f"--frames shortens the run's budget from {budget:,} to {frames + 5000:,} frames" in result.stdout
+    assert f"config.json keeps the first start's {budget:,}" in result.stdout
     assert (run_dir / "config.json").read_bytes() == config_before  # Never rewritten.
     episodes = (run_dir / "episodes.csv").read_text().splitlines()
     assert episodes[: len(episodes_before)] == episodes_before and episodes.count(episodes[0]) == 1
@@ -171,6 +174,7 @@ def test_extending_a_finished_run_says_its_learning_rate_stays_at_zero(copied_ru
     result = run(f"--run_dir={copied_run}", "--resume", f"--frames={FRAMES + 3000}")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "learning rate had annealed to 0" in result.stdout
+    assert f"--frames extends the run's budget from {FRAMES:,} to {FRAMES + 3000:,} frames" in result.stdout
 
 
 @pytest.mark.slow
