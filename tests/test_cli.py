@@ -54,6 +54,11 @@ def assert_one_line_usage_error(result, *fragments):
         (["toy:catch", "--steps=-1"], ["--steps=-1", "not a positive integer"]),  # Printed "-1 steps in 0.00s".
         (["atari:pong", "--no-such-flag"], ["unknown flag --no-such-flag; accepted: ", "--option", "--steps"]),
         (["dmlab:rooms_watermaze"], ["deepmind_lab", "bazel"]),
+        # Tracebacks from ale-py and numpy before: past their seed ranges, past a C int, past memory.
+        (["toy:catch", "--seed=-1"], ["--seed=-1", "[0, 2147483647]"]),
+        (["minatar:breakout", "--seed=5000000000"], ["--seed=5000000000", "[0, 2147483647]"]),
+        (["atari:pong", "--option", "noop_max=1e20"], ["noop_max=100000000000000000000", "[0, 2,147,483,646]"]),
+        (["atari:pong", "--option", "screen_size=100000"], ["screen_size=100000", "[1, 1,024]"]),
     ],
 )
 def test_env_cli_bad_input(args, fragments):

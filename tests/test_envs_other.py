@@ -160,7 +160,16 @@ def test_dmlab_without_the_module_says_how_to_build_it(monkeypatch):
         ("pong", {}, "expected FAMILY:NAME"),
         ("minatar:pong", {}, "accepted: asterix, breakout"),
         ("dmlab:rooms", {}, "unknown dmlab name"),
-        ("atari:pong", {"frame_stack": 0}, "frame_stack=0: must be an integer >= 1"),
+        ("atari:pong", {"frame_stack": 0}, "frame_stack=0: must be an integer in \\[1, 256\\]"),
+        # Past ale-py's C ints, or past memory: tracebacks from ale-py and numpy before.
+        (
+            "atari:pong",
+            {"noop_max": 10**20},
+            "noop_max=100000000000000000000: must be an integer in \\[0, 2,147,483,646\\]",
+        ),
+        ("atari:pong", {"frame_skip": 2**31}, "frame_skip=2147483648: must be an integer in \\[1, 2,147,483,647\\]"),
+        ("atari:pong", {"screen_size": 100_000}, "screen_size=100000: must be an integer in \\[1, 1,024\\]"),
+        ("toy:catch", {"columns": 10**20}, "need 2 <= rows <= 1000, 1 <= columns <= 1000"),
         ("atari:pong", {"sticky_action_prob": 1.5}, "must be in \\[0, 1\\]"),
         ("atari:pong", {"colour": True}, "unknown atari option 'colour'; accepted: frame_skip"),
         ("minatar:breakout", {"max_episode_steps": -1}, "must be an integer >= 0"),

@@ -11,9 +11,12 @@ import numpy as np
 from absl import flags
 
 from common import cli, envs
+from common.config import MAX_SEED
 from common.errors import UsageError
 
-flags.DEFINE_integer("seed", 0, "Seed of the env and of the random policy.")
+flags.DEFINE_integer(
+    "seed", 0, "Seed of the env and of the random policy.", lower_bound=0, upper_bound=MAX_SEED
+)  # Past the envs' own seed ranges, ale-py and numpy raised tracebacks.
 flags.DEFINE_integer("steps", 1000, "Agent steps to run.", lower_bound=1)
 flags.DEFINE_multi_string("option", [], "Env option NAME=VALUE; repeat for more")
 FLAGS = flags.FLAGS

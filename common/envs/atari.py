@@ -56,6 +56,15 @@ ATARI57 = (
 )  # fmt: skip
 
 
+_C_INT_MAX = 2**31 - 1  # ale-py's vector env takes its counts as C ints.
+# Each integer option's accepted range. The shapes' bounds keep an observation within memory (a screen_size
+# of 10^5 asked for 298 GiB); noop_max is passed on plus one.
+_INTEGER_RANGES = {
+    "frame_skip": (1, _C_INT_MAX), "screen_size": (1, 1024), "frame_stack": (1, 256),
+    "max_episode_frames": (1, _C_INT_MAX), "noop_max": (0, _C_INT_MAX - 1), "num_threads": (0, 1024),
+}  # fmt: skip
+
+
 @dataclasses.dataclass(frozen=True)
 class AtariOptions:
     """Every protocol knob, defaulting to the papers' evaluation protocol."""
@@ -74,15 +83,10 @@ class AtariOptions:
     num_threads: int = 0  # Batched env worker threads; 0 = one per core.
 
     def __post_init__(self):
-        positive = ("frame_skip", "screen_size", "frame_stack", "max_episode_frames")
-        for name in positive:
+        for name, (low, high) in _INTEGER_RANGES.items():
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise UsageError(f"atari option {name}={value!r}: must be an integer >= 1")
-        for name in ("noop_max", "num_threads"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise UsageError(f"atari option {name}={value!r}: must be an integer >= 0")
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+                raise UsageError(f"atari option {name}={value!r}: must be an integer in [{low}, {high:,}]")
         if not 0.0 <= self.sticky_action_prob <= 1.0:
             raise UsageError(
                 f"atari option sticky_action_prob={self.sticky_action_prob!r}: "

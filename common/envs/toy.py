@@ -25,8 +25,11 @@ class ToyOptions:
     columns: int = 5
 
     def __post_init__(self):
-        if self.rows < 2 or self.columns < 1:
-            raise UsageError(f"toy options rows={self.rows}, columns={self.columns}: need rows >= 2, columns >= 1")
+        # At most 1,000 each: an observation is rows x columns bytes, and 10^20 columns asked numpy for more.
+        if not (2 <= self.rows <= 1000 and 1 <= self.columns <= 1000):
+            raise UsageError(
+                f"toy options rows={self.rows}, columns={self.columns}: need 2 <= rows <= 1000, 1 <= columns <= 1000"
+            )
 
 
 class CatchEnv(gym.Env):
