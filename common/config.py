@@ -24,6 +24,14 @@ OPERATIONAL_FIELDS = ("total_frames", "num_actors", "learner_threads", "log_ever
 # batch is seeded seed + i (`common.envs`): half the range leaves room for both.
 MAX_SEED = 2**31 - 1
 MAX_FRAMES = cli.MAX_FRAMES  # The largest budget a config takes.
+# Reverb keeps a table's max_size as a C int: a larger one raised a TypeError from its bindings.
+MAX_TABLE_SIZE = 2**31 - 1
+
+
+def check_table_size(name: str, value: int, unit: str = "items") -> None:
+    """A `UsageError` unless `value`, a config field that sizes a Reverb table, fits one."""
+    if value > MAX_TABLE_SIZE:
+        raise UsageError(f"{name}={value}: must be at most {MAX_TABLE_SIZE:,} {unit} (a Reverb table's largest)")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -98,6 +98,7 @@ class ImpalaConfig(config_lib.EnvConfig):
         ):  # fmt: skip
             if getattr(self, name) < 1:
                 raise UsageError(f"{name}={getattr(self, name)}: must be >= 1")
+        config_lib.check_table_size("queue_size", self.queue_size, "unrolls")
         if self.queue_size <= self.batch_size:
             raise UsageError(
                 f"queue_size={self.queue_size} must exceed batch_size={self.batch_size}: a Reverb queue "

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from common import config as config_lib
 from common.errors import UsageError, choice_error
 from impala.config import PRESETS as IMPALA_PRESETS
 from impala.config import ImpalaConfig
@@ -110,6 +111,8 @@ class LaserConfig(ImpalaConfig):
                 f"replay_fraction={self.replay_fraction} of batch_size={self.batch_size} rounds to {online} online "
                 f"and {replayed} replayed unrolls; a mixed batch needs at least one of each: change either"
             )
+        # In observations, which bound the tables' unrolls and episodes (each one observation at least).
+        config_lib.check_table_size("replay_capacity", self.replay_capacity, "observations")
         if replayed and self.replay_capacity_unrolls < replayed:
             raise UsageError(
                 f"replay_capacity={self.replay_capacity} observations hold {self.replay_capacity_unrolls} unroll(s) "

@@ -1,6 +1,6 @@
 """Benchmark: PER sample+update on Reverb against cpprb's in-process C++ buffer (issue #13).
 
-    python -m per.benchmark_replay [--sizes 10000,100000,1000000] [--iterations 2000] [--chunk_length 32]
+    python -m per.benchmark_replay [--sizes 10000,100000,1000000] [--iterations 2000] [--chunk_length 16]
         [--out DIR]
 
 Three prioritized replays hold the same items, per table size:
@@ -60,6 +60,7 @@ import reverb
 from absl import flags
 
 from common import cli, envs, provenance
+from common.config import MAX_TABLE_SIZE
 from common.errors import UsageError
 from common.results import check_keeps_measurement, chosen_dir, write_csv
 from common.reverb import server as reverb_server
@@ -359,8 +360,10 @@ def markdown(rows: list[dict[str, Any]], env_spec: str, config: dict[str, Any], 
 def main(argv: list[str]) -> None:
     cli.flags_only(argv)
     sizes = [int(s) for s in FLAGS.sizes if s.isdigit()]
-    if not sizes or len(sizes) < len(FLAGS.sizes) or min(sizes) < 2:
-        raise UsageError(f"--sizes={','.join(FLAGS.sizes)}: need integers >= 2, e.g. 10000,100000")
+    if not sizes or len(sizes) < len(FLAGS.sizes) or min(sizes) < 2 or max(sizes) > MAX_TABLE_SIZE:
+        raise UsageError(
+            f"--sizes={','.join(FLAGS.sizes)}: need integers in [2, {MAX_TABLE_SIZE:,}], e.g. 10000,100000"
+        )
     if FLAGS.rounds < 1 or FLAGS.iterations < FLAGS.rounds or FLAGS.batch_size < 1 or FLAGS.chunk_length < 1:
         raise UsageError("need --rounds >= 1, --iterations >= --rounds, --batch_size >= 1 and --chunk_length >= 1")
     envs.parse(FLAGS.env)  # A bad name before the measurement's flags are compared with the committed one's.

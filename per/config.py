@@ -150,6 +150,7 @@ class PerConfig(config_lib.EnvConfig):
             raise UsageError(f"beta_final={self.beta_final} < beta0={self.beta0}: beta anneals up (equal: fixed)")
         if self.priority_epsilon < 0:
             raise UsageError(f"priority_epsilon={self.priority_epsilon}: must be >= 0")
+        config_lib.check_table_size("replay_capacity", self.replay_capacity, "transitions")
         if self.replay_capacity < max(self.batch_size, self.min_replay_size):
             raise UsageError(
                 f"replay_capacity={self.replay_capacity} must hold at least batch_size={self.batch_size} and "

@@ -438,7 +438,10 @@ def test_a_benchmark_refuses_bad_input_before_measuring_and_keeps_its_results(mo
 
 BENCHMARK_CASES = {
     "per.benchmark_replay": [
-        *[((f"--sizes={sizes}",), f"--sizes={sizes}: need integers >= 2") for sizes in ("", "x", "1,1000", "1e4")],
+        *[
+            ((f"--sizes={sizes}",), f"--sizes={sizes}: need integers in [2, 2,147,483,647]")
+            for sizes in ("", "x", "1,1000", "1e4", "1000,100000000000")  # The last: Reverb's TypeError before.
+        ],
         (("--rounds=0",), "need --rounds >= 1, --iterations >= --rounds, --batch_size >= 1 and --chunk_length >= 1"),
         (("--iterations=2", "--rounds=3"), "--iterations >= --rounds"),
         (("--chunk_length=0",), "--chunk_length >= 1"),

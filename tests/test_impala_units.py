@@ -278,6 +278,8 @@ def test_lstm_state_resets_at_episode_starts():
     "overrides, message",
     [
         ({"batch_size": 64, "queue_size": 64}, "queue_size=64 must exceed batch_size=64"),
+        # Past a Reverb table's C int: a TypeError from Reverb's bindings before (a new user's trial).
+        ({"queue_size": 2**31}, "queue_size=2147483648: must be at most 2,147,483,647 unrolls"),
         ({"unroll_length": 0}, "unroll_length=0: must be >= 1"),
         ({"num_actors": 0}, "num_actors=0: must be >= 1"),
         ({"publish_every": 0}, "publish_every=0: must be >= 1"),

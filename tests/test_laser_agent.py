@@ -437,6 +437,7 @@ def test_presets_batches():
         ({"min_replay_size": 30_000}, "min_replay_size=30000 exceeds replay_capacity=20000"),
         ({"min_replay_size": 65 * 9}, "exceed queue_size=64 unrolls"),
         ({"min_replay_size": -1}, "min_replay_size=-1: must be >= 0"),  # Was trained as 0, without a word.
+        ({"replay_capacity": 10**11}, "replay_capacity=100000000000: must be at most 2,147,483,647 observations"),
         ({"replay_priority": "td_error"}, "unknown replay_priority 'td_error'; accepted: uniform, critic_loss"),
         ({"priority_exponent": -0.5}, "priority_exponent=-0.5: must be >= 0"),
         ({"importance_sampling_exponent": 1.5}, "importance_sampling_exponent=1.5: must be in [0, 1]"),

@@ -298,6 +298,8 @@ BAD_INPUT = [
     (["--config_override=beta0=1.5"], "beta0=1.5: must be in [0, 1]"),
     (["--config_override=replay_capacity=16"], "replay_capacity=16 must hold at least batch_size=32"),
     (["--config_override=replay_capacity=400"], "and min_replay_size=500 transitions"),
+    # A TypeError from Reverb's bindings before (a new user's trial).
+    (["--config_override=replay_capacity=1e11"], "replay_capacity=100000000000: must be at most 2,147,483,647"),
     (["--preset=minatar_ddqn", "--env=atari:pong"], "choose a preset for atari: atari_ddqn, atari_ddqn_rank, atari"),
     (["--preset=atari_ddqn_prop", "--env=minatar:breakout"], "network 'nature_dqn' is the atari network"),
     (["--preset=minatar_ddqn", "--env=toy:catch"], "the env is toy:catch; choose a preset for toy: toy"),
