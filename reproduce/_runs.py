@@ -121,10 +121,19 @@ def train(
 
 
 def resume_hint(fresh: bool, runs: str = "the run") -> str:
-    """What resumes an interrupted run: the same command, less `--fresh`, which would set `runs` aside again."""
+    """What resumes an interrupted run: the same command, less `--fresh`, which would set `runs` aside again.
+
+    A run stopped in training says how to continue it alone (`continue with python -m ...`) just before; both
+    go on from its checkpoint, but only the study summarises, so the hint says which is which (a new user's
+    trial read two ways on and no word on which to take).
+    """
+    alone = "; a run's own 'continue with' line trains it alone, without the study's summary"
     if fresh:
-        return f"run this command again without --fresh to resume (it passes --resume to {runs}; --fresh starts anew)"
-    return f"run this same command again to resume (it passes --resume to {runs} itself)"
+        return (
+            f"run this command again without --fresh to resume (it passes --resume to {runs}; --fresh starts "
+            f"anew){alone}"
+        )
+    return f"run this same command again to resume (it passes --resume to {runs} itself){alone}"
 
 
 def finished(run_dir: pathlib.Path, flags: list[str]) -> bool:

@@ -168,7 +168,8 @@ def test_a_stop_signal_to_the_study_reaches_every_run_and_says_how_to_resume(tmp
     (interrupted,) = [line for line in output.splitlines() if line.startswith("interrupted:")]
     assert interrupted == (
         f"interrupted: {tmp_path / 'a'}, {tmp_path / 'b'} keep their checkpoints, and c did not start; "
-        "run this same command again to resume (it passes --resume to each run itself)"
+        "run this same command again to resume (it passes --resume to each run itself); a run's own "
+        "'continue with' line trains it alone, without the study's summary"
     )
     assert "Traceback" not in output
 
@@ -183,6 +184,7 @@ def test_a_study_stopped_under_fresh_says_to_resume_without_it_which_retrains_th
     assert interrupted == (
         f"interrupted: {tmp_path / 'a'}, {tmp_path / 'b'} keep their checkpoints, and c did not start; "
         "run this command again without --fresh to resume (it passes --resume to each run; --fresh starts anew); "
+        "a run's own 'continue with' line trains it alone, without the study's summary; "
         "it retrains c anew too, as --fresh asked"
     )
     assert all(_runs.fresh_asked(tmp_path / name) for name in ("a", "b", "c"))
