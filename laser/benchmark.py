@@ -39,7 +39,7 @@ from common import cli, provenance
 from common.errors import UsageError
 from common.results import check_keeps_measurement, chosen_dir, write_csv
 from laser import benchmarking
-from laser.config import MAX_SWEEP, PRESETS, LaserConfig, sweep_members
+from laser.config import MAX_SWEEP, PRESETS, LaserConfig
 
 flags.DEFINE_enum("preset", "minatar_laser", list(PRESETS), "The LASER preset measured (laser/config.py).")
 flags.DEFINE_string(
@@ -80,7 +80,8 @@ def checked_flags() -> tuple[LaserConfig, list[float]]:
     base = PRESETS[FLAGS.preset]
     if not (math.isfinite(FLAGS.seconds) and FLAGS.seconds > 0):
         raise UsageError(f"--seconds={FLAGS.seconds}: must be > 0 (timed learner seconds per replay fraction)")
-    sweep_members(base, FLAGS.agents)  # 1 to MAX_SWEEP, or a UsageError.
+    if not 1 <= FLAGS.agents <= MAX_SWEEP:  # They are a sweep's first members (`laser.config.sweep_members`).
+        raise UsageError(f"--agents={FLAGS.agents}: 1 to {MAX_SWEEP} agents share the replay (a sweep's members)")
     smallest = base.unroll_length * base.replay_batch_size
     if FLAGS.capacity_observations < smallest:
         raise UsageError(

@@ -69,7 +69,7 @@ def test_separate_replays_take_more_memory_than_one_shared(recording, tmp_path):
 @pytest.mark.parametrize(
     "args, fragment",
     [
-        (["--agents", "0"], "--agents=0"),
+        (["--agents", "0"], "--agents=0: 1 to 9 agents share the replay"),  # It spoke of "the lr x entropy grid".
         (["--preset", "nope"], "minatar_laser"),
     ],
 )
