@@ -236,6 +236,7 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     parts = agent.parts()  # TensorFlow and Reverb load here, once the input has passed the checks above.
     from common import loop
     from common.reverb import server as reverb_server
+    from common.reverb import tables as reverb_tables
 
     use_threads(config)  # Before `validate`, which may run TF's first op.
     parts.validate(config)
@@ -247,10 +248,16 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     else:
         address = options.replay_address
     client = None if tables_in_run_dir else reverb_server.connect(address, options.connect_timeout_s)
+    own_tables = (parts.own_tables or parts.tables)(config)
+    identity = reverb_tables.identity_table(own_tables)
     if options.role == "learner":
         reverb_server.check_served(parts.tables(config), client, address, one_config(agent))
-        if not options.resume:
-            reverb_server.check_unused((parts.own_tables or parts.tables)(config), client, address, NEW_SERVER)
+        if options.resume:
+            run = (run_dir.run_id(directory), directory.resolve())
+            reverb_server.check_claim(client, identity, address, run, OWN_SERVER)
+        else:
+            reverb_server.check_claim(client, identity, address, None, NEW_SERVER)
+            reverb_server.check_unused(own_tables, client, address, NEW_SERVER)
     with run_dir.starting(directory, config, resume=options.resume, overwrite=options.overwrite):
         if tables_in_run_dir:
             # Only now: --overwrite has removed an old run's tables, --resume loads its own.
@@ -259,6 +266,7 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
             address = f"localhost:{server.port}"
             client = reverb_server.connect(address, options.connect_timeout_s)
         record = run_dir.RunRecord(directory, config, options.role)
+        reverb_server.claim(client, identity, record.run_id, directory.resolve())
         # The run's config stays as saved; only this start's random draws change (`run_dir.segment_seed`).
         learner = parts.learner(dataclasses.replace(config, seed=record.seed), client, address, directory)
     actors = None
@@ -415,6 +423,10 @@ def learner_hints(
 
 
 NEW_SERVER = "start a new server for a new run, or continue the run that used this one with --resume"
+OWN_SERVER = (
+    "a resumed learner continues on its own run's server, or on that run's tables served again "
+    "(--role server --tables_dir DIR --resume), or on a new server"
+)
 
 
 def budget_changed(budget: int | None, total_frames: int, first: int) -> str | None:

@@ -29,6 +29,7 @@ import pathlib
 import re
 import shutil
 import time
+import uuid
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -213,6 +214,11 @@ def overwritten(path: pathlib.Path) -> pathlib.Path:
     return path.with_name(f".{path.name}.overwritten")
 
 
+def run_id(directory: pathlib.Path) -> str | None:
+    """The id `RunRecord` gave the run at `directory` (None: none yet, a new run or one recorded before ids)."""
+    return read_record(directory / "provenance.json").get("run_id")
+
+
 def read_record(path: pathlib.Path) -> dict[str, Any]:
     """One of the run's JSON records at `path` ({} if absent); a `UsageError` naming it if it cannot be read.
 
@@ -329,6 +335,8 @@ class RunRecord:
         self._path = directory / "provenance.json"
         previous = read_record(self._path)
         self.segments: list[dict[str, Any]] = previous.get("segments", [])
+        # Names the run to its Reverb server (`common.reverb.server.claim`); a run recorded before ids gets one now.
+        self.run_id: str = previous.get("run_id") or uuid.uuid4().hex
         self._config, self._role = dataclasses.asdict(config), role
         self.index = len(self.segments)  # This start's number: 0 for a new run.
         self.seed = segment_seed(config.seed, self.index)  # What this start's envs and actors draw from.
@@ -364,7 +372,7 @@ class RunRecord:
         if frames is not None:
             self.segments[-1]["frames"] = frames
         total = round(self.previous_wall_time_s + self.segments[-1]["wall_time_s"], 1)
-        record = {**self._record, "wall_time_s": total, "segments": self.segments}
+        record = {**self._record, "run_id": self.run_id, "wall_time_s": total, "segments": self.segments}
         self._path.write_text(json.dumps(record, indent=2, default=str) + "\n")
         return total
 

@@ -172,7 +172,10 @@ def learner_strategy(distribute: str, simulated: bool, batch_size: int):
 
 
 def agent_tables(config: ImpalaConfig) -> list[reverb.Table]:
-    return [reverb_tables.queue(trajectories.QUEUE_TABLE, config.queue_size), reverb_tables.variables()]
+    return [
+        reverb_tables.queue(trajectories.QUEUE_TABLE, config.queue_size), reverb_tables.variables(),
+        reverb_tables.run_identity(),
+    ]  # fmt: skip
 
 
 def make_learner(

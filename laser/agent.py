@@ -58,8 +58,12 @@ def params_table(config: LaserConfig) -> str:
 
 
 def own_tables(config: LaserConfig) -> list[reverb.Table]:
-    """The tables one agent does not share: its queue and its parameters."""
-    return [tables.queue(queue_table(config), config.queue_size), tables.variables(params_table(config))]
+    """The tables one agent does not share: its queue, its parameters and the run they serve."""
+    member = "" if config.sweep_member < 0 else f"_{config.sweep_member}"
+    return [
+        tables.queue(queue_table(config), config.queue_size), tables.variables(params_table(config)),
+        tables.run_identity(member),
+    ]  # fmt: skip
 
 
 def replay_table(config: LaserConfig) -> reverb.Table:

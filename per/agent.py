@@ -102,12 +102,17 @@ def replay_table(config: PerConfig) -> reverb.Table:
 
 
 def agent_tables(config: PerConfig) -> list[reverb.Table]:
-    """The replay; theta and the `Broadcast` for actor processes; their finished games.
+    """The replay; theta and the `Broadcast` for actor processes; their finished games; the run they serve.
 
     Declared whatever `num_actors` is, so a run resumed with another number
     of actors (an operational field) finds the tables of its checkpoint.
     """
-    return [replay_table(config), tables.variables(), tables.queue(EPISODES_TABLE, EPISODES_CAPACITY)]
+    return [
+        replay_table(config),
+        tables.variables(),
+        tables.queue(EPISODES_TABLE, EPISODES_CAPACITY),
+        tables.run_identity(),
+    ]
 
 
 def rate_limiter_tolerance(config: PerConfig) -> float:

@@ -10,6 +10,7 @@ different workers.
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -131,6 +132,42 @@ def test_ctrl_c_reaches_a_learner_waiting_on_an_empty_queue(tmp_path):
         learner.send_signal(signal.SIGINT)
         output, _ = learner.communicate(timeout=60)
         assert learner.returncode == 130 and "interrupted: saved checkpoint at step 0" in output, output
+    finally:
+        for process in (server, learner):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_learner_is_refused_a_server_that_another_runs_learner_uses(tmp_path):
+    """A resumed learner given another run's server (the same config, so its tables passed) trained on that
+    run's unrolls and published its parameters to that run's actors; a new run's learner took one whose
+    learner had not yet received anything."""
+    port = 17000 + os.getpid() % 1000
+    server = start("--role=server", f"--port={port}")
+    mine, other, copy = tmp_path / "mine", tmp_path / "other", tmp_path / "copy"
+    learner = start("--role=learner", f"--replay_address=localhost:{port}", f"--run_dir={mine}")
+    try:
+        wait_for(lambda: len(checkpoint_steps(mine)) > 0, what="the learner to start")
+        learner.send_signal(signal.SIGINT)
+        output, _ = learner.communicate(timeout=60)
+        assert learner.returncode == 130, output
+        run_id = json.loads((mine / "provenance.json").read_text())["run_id"]
+        shutil.copytree(mine, copy)  # A run of its own: another id in its record.
+        record = json.loads((copy / "provenance.json").read_text())
+        (copy / "provenance.json").write_text(json.dumps({**record, "run_id": "0" * 32}))
+        claimed = f"error: the Reverb server at localhost:{port} serves the run in {mine} (its learner's); "
+        for run_dir, resume in ((other, []), (copy, ["--resume"])):
+            refused = train("--role=learner", f"--replay_address=localhost:{port}", f"--run_dir={run_dir}", *resume)
+            assert refused.returncode == 2 and claimed in refused.stderr, refused.stderr
+            assert len(refused.stderr.splitlines()) == 1
+        assert not other.exists() and json.loads((copy / "provenance.json").read_text())["run_id"] == "0" * 32
+        learner = start("--role=learner", f"--replay_address=localhost:{port}", f"--run_dir={mine}", "--resume")
+        wait_for(lambda: len(json.loads((mine / "provenance.json").read_text())["segments"]) == 2, what="a resume")
+        learner.send_signal(signal.SIGINT)
+        output, _ = learner.communicate(timeout=60)
+        assert learner.returncode == 130 and "resumed from" in output, output
+        assert json.loads((mine / "provenance.json").read_text())["run_id"] == run_id
     finally:
         for process in (server, learner):
             if process.poll() is None:

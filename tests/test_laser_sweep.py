@@ -78,10 +78,12 @@ def test_a_prioritized_sweep_is_refused():
 def test_members_have_their_own_queue_and_parameters_and_share_the_replay():
     members = sweep_members(PRESETS["toy_laser"], 3)
     names = [t.name for t in agent.sweep_tables(members)]
-    assert names == ["queue_0", "params_0", "queue_1", "params_1", "queue_2", "params_2", "replay"]
+    assert names == [
+        "queue_0", "params_0", "run_0", "queue_1", "params_1", "run_1", "queue_2", "params_2", "run_2", "replay"
+    ]  # fmt: skip
     assert agent.actor_tables(members[2]) == {"queue_2": 1.0, "replay": 1.0}
     lone = PRESETS["toy_laser"]
-    assert [t.name for t in agent.agent_tables(lone)] == ["queue", "params", "replay"]
+    assert [t.name for t in agent.agent_tables(lone)] == ["queue", "params", "run", "replay"]
 
 
 def test_one_replay_holds_every_members_unrolls_and_each_queue_only_its_own():

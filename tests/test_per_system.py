@@ -259,7 +259,7 @@ def test_a_separate_server_saves_the_replay_in_its_tables_dir_and_serves_it_agai
         second = tmp_path / "second"
         new_run = [*TRAIN, "--role=learner", f"--replay_address=localhost:{port}", f"--run_dir={second}"]
         refused = subprocess.run([*new_run, "--preset=toy", "--frames=3000"], **quiet, env=environment)
-        usage_cases.assert_one_line_error(refused, "item(s) in table 'replay', another run's, which a new run")
+        usage_cases.assert_one_line_error(refused, f"serves the run in {run_dir} (its learner's); start a new server")
         assert not second.exists()
         os.killpg(server.pid, signal.SIGINT)
         stopped, _ = server.communicate(timeout=60)
@@ -286,7 +286,8 @@ def test_a_separate_server_saves_the_replay_in_its_tables_dir_and_serves_it_agai
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGKILL)
     output, _ = server.communicate(timeout=60)
-    assert f"serving the tables saved in {saved[0]}: episodes 0, params 0, replay 3000 items" in output, output
+    # The claim of the run is saved with the replay, so its own learner may resume on it (and no other run's).
+    assert f"serving the tables saved in {saved[0]}: episodes 0, params 0, replay 3000, run 1 items" in output, output
     assert [p.name for p in temporary.iterdir() if "reverb" in p.name] == []
 
 

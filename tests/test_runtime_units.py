@@ -1006,7 +1006,9 @@ def test_a_resumed_learner_draws_from_its_starts_seed_to_the_latest_starts_budge
         built.append(config)
         raise _ChecksPassedError
 
-    parts = launch.Parts(tables=lambda _: [tables.queue("queue", 10)], validate=lambda _: None, learner=learner)
+    parts = launch.Parts(
+        tables=lambda _: [tables.queue("queue", 10), tables.run_identity()], validate=lambda _: None, learner=learner
+    )
     agent = launch.Agent("impala", "impala.train", PRESETS, "toy", parts=lambda: parts)
     path, config = tmp_path / "run", dataclasses.replace(PRESETS["toy"], total_frames=50)
     with run_dir.starting(path, config, resume=False, overwrite=False):
@@ -1262,7 +1264,8 @@ def test_a_role_is_refused_a_server_whose_tables_another_config_built():
         for change, message in cases:
             with pytest.raises(UsageError, match=re.escape(message)):
                 server.check_served(per_agent.agent_tables(dataclasses.replace(toy, **change)), client, "A:1", "REMEDY")
-        with pytest.raises(UsageError, match=r"has no table 'unrolls' \(it has episodes, params, replay\); REMEDY"):
+        listed = r"has no table 'unrolls' \(it has episodes, params, replay, run\); REMEDY"
+        with pytest.raises(UsageError, match=listed):
             server.check_served([reverb.Table.queue("unrolls", 4)], client, "A:1", "REMEDY")
     finally:
         srv.stop()
@@ -1294,6 +1297,48 @@ def test_a_new_run_is_refused_a_server_whose_tables_another_run_has_used():
         )
         with pytest.raises(UsageError, match=f"^{re.escape(refusal)}$"):
             server.check_unused(laser_agent.unshared_tables(member), client, "A:1", "REMEDY")
+    finally:
+        srv.stop()
+
+
+def test_a_learner_is_refused_a_server_that_another_runs_learner_claimed(tmp_path):
+    """A resumed learner given another run's server (the same config) trained on that run's replay; the tables'
+    settings alone cannot tell. The claim is saved with the tables; tables saved before claims have none."""
+    saved, mine, other = tmp_path / "saved", tmp_path / "mine", tmp_path / "other"
+
+    def own() -> list[reverb.Table]:  # New tables per server: a table keeps its items after its server stops.
+        return [tables.run_identity(), reverb.Table.queue("q", 4)]
+
+    assert tables.identity_table(own()) == "run" and tables.identity_table([tables.run_identity("_3")]) == "run_3"
+    srv = server.make_server(own()[1:], checkpoint_dir=saved)  # Tables saved before claims existed.
+    client = reverb.Client(f"localhost:{srv.port}")
+    client.insert([np.zeros(2)], {"q": 1.0})
+    client.checkpoint()
+    srv.stop()
+    srv = server.make_server(own(), checkpoint_dir=saved)
+    client = reverb.Client(f"localhost:{srv.port}")
+    try:
+        assert client.server_info()["q"].current_size == 1 and server.claimant(client, "run") is None
+        server.check_claim(client, "run", "A:1", None, "REMEDY")  # Unclaimed: a new run, or any resumed one.
+        server.check_claim(client, "run", "A:1", ("b" * 32, other), "REMEDY")
+        server.claim(client, "run", "a" * 32, mine)
+        assert server.claimant(client, "run") == ("a" * 32, str(mine))
+        server.check_claim(client, "run", "A:1", ("a" * 32, tmp_path / "moved"), "REMEDY")  # Its own id.
+        server.check_claim(client, "run", "A:1", (None, mine), "REMEDY")  # No id recorded yet: its own directory.
+        refusal = f"the Reverb server at A:1 serves the run in {mine} (its learner's); REMEDY"
+        for run in (None, ("b" * 32, mine), ("b" * 32, other), (None, other)):
+            with pytest.raises(UsageError, match=f"^{re.escape(refusal)}$"):
+                server.check_claim(client, "run", "A:1", run, "REMEDY")
+        client.checkpoint()
+    finally:
+        srv.stop()
+    srv = server.make_server(own(), checkpoint_dir=saved)  # Served again from its saved tables: still claimed.
+    try:
+        client = reverb.Client(f"localhost:{srv.port}")
+        assert server.claimant(client, "run") == ("a" * 32, str(mine))
+        server.claim(client, "run", "b" * 32, other)  # A later claim replaces it.
+        assert server.claimant(client, "run") == ("b" * 32, str(other))
+        assert client.server_info()["run"].current_size == 1
     finally:
         srv.stop()
 

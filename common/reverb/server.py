@@ -13,6 +13,7 @@ import tempfile
 import time
 from typing import Sequence
 
+import numpy as np
 import reverb
 
 from common.errors import UsageError
@@ -124,6 +125,40 @@ def check_unused(tables: Sequence[reverb.Table], client: reverb.Client, address:
                 f"the Reverb server at {address} already holds {held:,} item(s) in table {name!r}, another run's, "
                 f"which a new run would train on; {remedy}"
             )
+
+
+def claim(client: reverb.Client, table: str, run_id: str, directory: pathlib.Path) -> None:
+    """Names the run whose learner uses the server's tables: `run_id` and its run directory, in `table`
+    (`tables.run_identity`), replacing any earlier claim."""
+    client.insert([np.array(f"{run_id} {directory}".encode())], {table: 1.0})
+
+
+def claimant(client: reverb.Client, table: str) -> tuple[str, str] | None:
+    """(run id, run directory) of the last `claim` in `table`; None if no learner has claimed it."""
+    if not client.server_info(timeout=60)[table].current_size:
+        return None  # Checked first: a sample of the empty table would wait for a claim.
+    (sample,) = next(client.sample(table, num_samples=1))
+    run_id, _, directory = sample.data[0].item().decode().partition(" ")
+    return run_id, directory
+
+
+def check_claim(
+    client: reverb.Client, table: str, address: str, run: tuple[str | None, pathlib.Path] | None, remedy: str
+) -> None:
+    """A `UsageError` if a learner of a run other than `run` (id, directory; None: any run) claimed the server.
+
+    A resumed learner on another run's server (the same config, another
+    address given by mistake) trained on that run's replay and published
+    its parameters to that run's actors; `check_served` compares only the
+    tables' settings. A server that no learner has claimed (a new one, or one
+    restored from tables saved before claims existed) passes. A run without
+    an id yet (recorded before ids, or stopped between its claim and its
+    record's first write) passes on its own directory's claim.
+    """
+    owner = claimant(client, table)
+    if owner is None or run is not None and (owner[0] == run[0] or run[0] is None and owner[1] == str(run[1])):
+        return
+    raise UsageError(f"the Reverb server at {address} serves the run in {owner[1]} (its learner's); {remedy}")
 
 
 def _settings(info: reverb.TableInfo) -> dict[str, object]:

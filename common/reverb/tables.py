@@ -6,15 +6,21 @@
 | LASER  | IMPALA's plus `replay` (uniform or prioritized, FIFO);  |
 |        | with recomputed LSTM states `episodes` and `replayed`   |
 | PER    | `replay` (prioritized, FIFO eviction), `params` (actors) |
+
+Each agent also declares `run` (`run_<i>` for LASER sweep member i): the
+run whose learner uses its other own tables (`common.reverb.server.claim`).
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import reverb
 
 from common.errors import UsageError
 
 PARAMS = "params"
+RUN = "run"
 
 
 def queue(name: str, max_size: int) -> reverb.Table:
@@ -54,6 +60,18 @@ def variables(name: str = PARAMS) -> reverb.Table:
         max_size=1,
         rate_limiter=reverb.rate_limiters.MinSize(1),
     )
+
+
+def run_identity(suffix: str = "") -> reverb.Table:
+    """The run that a learner's tables serve: one item, the run's id and directory, kept as `variables` keeps
+    parameters, and saved with the replay, so a server restored from its tables still names its run."""
+    return variables(RUN + suffix)
+
+
+def identity_table(own: Sequence[reverb.Table]) -> str:
+    """The name of the `run_identity` table among a run's own tables."""
+    (name,) = [t.info.name for t in own if t.info.name == RUN or t.info.name.startswith(RUN + "_")]
+    return name
 
 
 def _rate_limiter(
