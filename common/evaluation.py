@@ -73,7 +73,8 @@ def evaluation_env(config: Any, seed: int, task: str | None = None, num_envs: in
 
 
 def load_config(directory: pathlib.Path, config_class: type, module: str) -> Any:
-    """The run's config.json. An entry point loads it before TensorFlow: a wrong RUN_DIR is answered at once.
+    """The run's config.json, once RUN_DIR holds a checkpoint. An entry point loads it before TensorFlow: a
+    wrong RUN_DIR is answered at once.
 
     `module`: the entry point (`per.evaluate`, ...); a run of another agent is refused by name.
     """
@@ -83,7 +84,10 @@ def load_config(directory: pathlib.Path, config_class: type, module: str) -> Any
         what = "a file" if directory.is_file() else "a directory without a config.json"
         raise UsageError(f"{directory} is {what}, not a run directory (give the directory a training run wrote)")
     run_dir.check_trained_by(directory, module)
-    return config_lib.load(config_class, directory / "config.json", "the run's")
+    config = config_lib.load(config_class, directory / "config.json", "the run's")
+    if not run_dir.has_checkpoint(directory):  # A run stopped before its first save: said before TensorFlow too.
+        raise UsageError(f"{directory} has no checkpoint to evaluate")
+    return config
 
 
 def restore(

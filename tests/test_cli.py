@@ -11,7 +11,11 @@ import pytest
 import usage_cases
 
 from common import cli
+from common import config as config_lib
 from common.errors import UsageError
+from impala.config import PRESETS as IMPALA_PRESETS
+from laser.config import PRESETS as LASER_PRESETS
+from per.config import PRESETS as PER_PRESETS
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -223,7 +227,13 @@ def test_evaluation_refuses_bad_input_before_loading_tensorflow(module, tmp_path
     corrupt = tmp_path / "corrupt"
     corrupt.mkdir()
     (corrupt / "config.json").write_text("{not json")
+    # A run stopped before its first checkpoint: answered after TensorFlow's import once, 100 s on a busy machine.
+    unsaved = tmp_path / "unsaved"
+    (unsaved / "checkpoints").mkdir(parents=True)
+    presets = {"impala.evaluate": IMPALA_PRESETS["toy"], "per.evaluate": PER_PRESETS["toy"]}
+    (unsaved / "config.json").write_text(config_lib.to_json(presets.get(module, LASER_PRESETS["toy_laser"])))
     cases = [[], ["a", "b"], [str(tmp_path / "none")], [str(corrupt)], ["--episodes=0", "a"], ["--envs=0", "a"]]
+    cases.append([str(unsaved)])
     result = run(sys.executable, "-c", _CHECK_BEFORE_TENSORFLOW, module, json.dumps(cases))
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[-1]) == [[2] * len(cases), []], result.stderr
