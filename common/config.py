@@ -123,7 +123,7 @@ def from_json(cls: type[C], text: str, source: str) -> C:
         )
     try:
         return cls(**fields)
-    except TypeError as error:
+    except (TypeError, UsageError) as error:  # A value the config refuses: named with its file, as the rest.
         raise UsageError(f"{source}: {error}") from None
 
 

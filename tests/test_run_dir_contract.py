@@ -215,6 +215,12 @@ def test_corrupted_config_json_is_one_line_everywhere(copied_run):
     lacking = {k: v for k, v in saved.items() if k != "learning_rate"}
     (copied_run / "config.json").write_text(json.dumps(lacking))
     usage_cases.assert_one_line_error(run(f"--run_dir={copied_run}", "--resume"), "lacks config field(s) learning_rate")
+    # A value the config refuses: its line named no file and read as a flag's (a new user's trial).
+    config = copied_run / "config.json"
+    config.write_text(json.dumps({**saved, "unroll_length": -5}))
+    refusal = f"{config}: unroll_length=-5: must be >= 1"
+    usage_cases.assert_one_line_error(run(f"--run_dir={copied_run}", "--resume"), refusal)
+    usage_cases.assert_one_line_error(run(str(copied_run), module=evaluate), refusal)
     (copied_run / "config.json").write_text("{}")
     usage_cases.assert_one_line_error(run(str(copied_run), module=evaluate), "lacks config field(s) env, env_options")
     assert usage_cases.snapshot(copied_run) == {**before, "config.json": b"{}"}
