@@ -169,6 +169,7 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         ports.check_address(options.replay_address)
     check_tables_dir(agent, options)
     check_role_flags(agent, options)
+    check_server_keeps_tables(agent, options)  # After: a flag the role refuses is the mistake, not one it lacks.
     if not options.connect_timeout_s > 0:
         raise UsageError(f"--connect_timeout_s={options.connect_timeout_s:g}: must be > 0 (seconds)")
     config_class = type(agent.presets[agent.default_preset])
@@ -183,8 +184,9 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     if options.role == "actor":
         if getattr(config, "num_actors", 1) == 0:  # PER's learner that acts itself: its replay is not for actors.
             raise UsageError(
-                "--role actor: this config's learner acts itself (num_actors=0); start the learner with --actors N "
-                "and its actors with its RUN_DIR/config.json"
+                "--role actor: this config's learner acts itself (num_actors=0); give the actor the --actors N that "
+                "its learner was started with, beside --config RUN_DIR/config.json (which keeps the first start's "
+                "num_actors), or start the learner with --actors N"
             )
         run_actor(agent.parts(), config, options)
         return
@@ -385,13 +387,8 @@ def check_role_flags(agent: Agent, options: Options) -> None:
 
 
 def check_tables_dir(agent: Agent, options: Options) -> None:
-    """A `UsageError` unless --tables_dir is given exactly where a server saves the tables a learner checkpoints."""
+    """A `UsageError` for a --tables_dir given where no server saves the tables a learner checkpoints."""
     if options.tables_dir is None:
-        if options.role == "server" and agent.checkpoint_tables:
-            raise UsageError(
-                f"{agent.name}'s --role server needs --tables_dir DIR: its learner's checkpoints save the Reverb "
-                "tables there, and --resume serves them again"
-            )
         return
     if not options.tables_dir.strip():
         raise UsageError("--tables_dir is empty: give a directory for the server's tables")
@@ -399,6 +396,15 @@ def check_tables_dir(agent: Agent, options: Options) -> None:
         raise UsageError("--tables_dir is for --role server; with --role all the tables are saved in RUN_DIR/replay")
     if not agent.checkpoint_tables:
         raise UsageError(f"--tables_dir: {agent.name}'s checkpoints do not include its Reverb tables; leave it out")
+
+
+def check_server_keeps_tables(agent: Agent, options: Options) -> None:
+    """A `UsageError` for a server without the --tables_dir where its agent's learner checkpoints the tables."""
+    if options.role == "server" and agent.checkpoint_tables and options.tables_dir is None:
+        raise UsageError(
+            f"{agent.name}'s --role server needs --tables_dir DIR: its learner's checkpoints save the Reverb "
+            "tables there, and --resume serves them again"
+        )
 
 
 def learner_hints(

@@ -415,6 +415,8 @@ def test_a_hand_started_actor_blocked_in_reverb_stops_on_ctrl_c_and_when_its_ser
 # The server's flags: given without the harness's --run_dir, which a server refuses.
 ROLE_INPUT = [
     (["--role=server"], "per's --role server needs --tables_dir DIR"),
+    # A trial: the refused --run_dir was the mistake, but the server asked for the --tables_dir it lacked.
+    (["--role=server", "--run_dir=runs/new"], "--run_dir is for --role all or --role learner; --role server does"),
     (["--role=learner", "--replay_address=localhost:1", "--tables_dir=tables"], "--tables_dir is for --role server;"),
     (["--role=actor", "--replay_address=localhost:1", "--resume"], "--resume is for --role all or --role learner or"),
     (["--role=server", "--tables_dir="], "--tables_dir is empty: give a directory"),
@@ -422,7 +424,9 @@ ROLE_INPUT = [
     (["--role=server", "--tables_dir=tables", "--segment=0"], "--segment is for --role actor; --role server does"),
     (["--role=learner", "--replay_address=localhost:1", "--actor_id=3"], "--actor_id is for --role actor;"),
     # A trial's actor for a learner that acts itself inserted beside it, unasked, until stopped.
-    (["--role=actor", "--replay_address=localhost:1"], "--role actor: this config's learner acts itself"),
+    # And a trial's actor for a resumed learner's --actors, which config.json does not record, was told to do
+    # what it had done: the way on is the learner's --actors beside the config.
+    (["--role=actor", "--replay_address=localhost:1"], "give the actor the --actors N that its learner was started"),
     # A trial: a port out of range waited for a server for 30 s, a missing one was found after TF loaded.
     (
         ["--role=learner", "--replay_address=localhost:99999"],
