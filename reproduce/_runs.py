@@ -467,7 +467,7 @@ def retrain_hint(
             return f"{fresh}; {on}, {where}: {action}"
         return f"pass --extend to train it on to {budget(asks):,} frames, or {fresh.removeprefix('pass ')}"
     if extend is not None and extends(asks, had):
-        return f"its run was trained past {budget(asks):,} frames and --extend only trains on; {fresh}"
+        return f"its run was trained past {budget(asks):,} frames, and a run is never cut back to fewer; {fresh}"
     return fresh
 
 
@@ -686,8 +686,6 @@ def jobs_to_train(
     not after hours of training the jobs before it; what is kept or extended
     is said once every job has passed, so a refusal is the only line.
     """
-    if fresh and extend:
-        raise UsageError("--fresh retrains from the start and --extend trains on: pass one of them")
     names, notices, refusals = [], [], {}
     for name, flags in jobs.items():
         summary = summaries / f"{name}.json"
@@ -970,6 +968,21 @@ def write_summary(directory: pathlib.Path, name: str, summary: dict, run_dir: pa
     (directory / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n")
     (directory / f"{name}.provenance.json").write_text((run_dir / "provenance.json").read_text())
     print(f"{name}: summarised into {shown(directory / f'{name}.json')}", flush=True)
+
+
+def check_extend(fresh: bool, extend: bool, frames: float | None) -> None:
+    """`--extend` trains summarised runs on to the budget `--frames` names: refused beside `--fresh`, or without one.
+
+    Without `--frames` the profile's own budget is asked, which its summaries
+    already reach, so the command would only rebuild the tables: a slip, said
+    before anything is written.
+    """
+    if fresh and extend:
+        raise UsageError("--fresh retrains from the start and --extend trains on: pass one of them")
+    if extend and frames is None:
+        raise UsageError(
+            "--extend trains summarised runs on to a larger budget: name it with --frames, e.g. --frames 5e6"
+        )
 
 
 def check_summarise_only(

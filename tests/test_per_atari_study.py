@@ -150,6 +150,7 @@ def test_the_committed_table_is_what_the_committed_summaries_make(tmp_path):
         ("--seeds=0", ["--seeds=0", "not a positive integer"]),
         ("--jobs=0", ["--jobs=0", "not a positive integer"]),
         ("--extend --fresh", ["--fresh retrains from the start and --extend trains on: pass one of them"]),
+        ("--extend", ["--extend trains summarised runs on to a larger budget: name it with --frames"]),
         ("--summarise_only --fresh --extend", ["--fresh and --extend train: pass --summarise_only alone"]),
         (
             "--summarise_only --games=pong --variants=uniform --seed=1 --seeds=2 --jobs=2 --eval_episodes=5",

@@ -347,6 +347,7 @@ def test_fig10_draws_both_replays(tmp_path, monkeypatch):
         ("--frames=0.5", ["--frames=0.5: need a whole number >= 1"]),
         ("--frames=nan", ["--frames=nan: expected a finite number"]),
         ("--extend --fresh", ["--fresh retrains from the start and --extend trains on: pass one of them"]),
+        ("--extend", ["--extend trains summarised runs on to a larger budget: name it with --frames"]),
         ("--summarise_only --fresh", ["--summarise_only trains nothing, --fresh trains: pass one of them"]),
         ("--summarise_only --extend", ["--summarise_only trains nothing, --extend trains: pass one of them"]),
         ("--summarise_only --frames=1e4", ["--summarise_only tables every summary", "--frames=10000 would change"]),

@@ -525,7 +525,7 @@ def test_extend_trains_a_finished_run_on_to_a_larger_budget(tmp_path, monkeypatc
     for extend, hint in ((None, r"asks --frames=9\); pass --fresh"), (False, r"pass --extend to train it on to 9 fr")):
         with pytest.raises(UsageError, match=hint):
             _runs.train("per.train", finished, ["--preset=p", "--frames=9"], extend=extend)
-    with pytest.raises(UsageError, match=r"trained past 5 frames and --extend only trains on.*pass --fresh"):
+    with pytest.raises(UsageError, match=r"trained past 5 frames, and a run is never cut back to fewer; pass --fresh"):
         _runs.train("per.train", finished, ["--preset=p", "--frames=5"], extend=True)  # Another job.
     with pytest.raises(UsageError, match=r"trained with other flags.*pass --fresh"):  # So is another preset.
         _runs.train("per.train", finished, ["--preset=q", "--frames=9"], extend=True)
@@ -646,7 +646,7 @@ def test_a_summary_extended_past_a_budget_keeps_that_budgets_job_and_refuses_one
     for extend in (False, True):
         assert _runs.summary_kept(path, False, ["--preset=p", "--frames=7", "--seed=0"], extend=extend)
         assert "job: summarised at 9 frames with its 7, kept" in capsys.readouterr().out
-    with pytest.raises(UsageError, match="its run was trained past 8 frames and --extend only trains on; pass --fr"):
+    with pytest.raises(UsageError, match="trained past 8 frames, and a run is never cut back to fewer; pass --fr"):
         _runs.summary_kept(path, False, ["--preset=p", "--frames=8", "--seed=0"], extend=True)
     with pytest.raises(UsageError, match="summarises another job"):  # Another preset at that budget is another job.
         _runs.summary_kept(path, False, ["--preset=q", "--frames=7", "--seed=0"], extend=True)

@@ -73,6 +73,7 @@ def main(argv: list[str]) -> None:
         _runs.check_summarise_only(FLAGS.fresh, FLAGS.extend, FLAGS.frames, CHOOSING)
         summaries = _runs.summaries_to_build(summaries_dir, runs)
     else:
+        _runs.check_extend(FLAGS.fresh, FLAGS.extend, FLAGS.frames)
         summaries = train(frames, episodes, overrides, summaries_dir, runs)
     out = reproduce.output_dir("per", FLAGS.profile)
     print(_atari.write_study(out, summaries, FLAGS.profile, start))

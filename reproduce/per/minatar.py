@@ -628,6 +628,7 @@ def main(argv: list[str]) -> None:
         _runs.check_summarise_only(FLAGS.fresh, FLAGS.extend, FLAGS.frames, CHOOSING)
         summaries = _runs.summaries_to_build(summaries_dir, runs)
     else:
+        _runs.check_extend(FLAGS.fresh, FLAGS.extend, FLAGS.frames)
         summaries = train(games, frames, summaries_dir, runs)
     out = reproduce.output_dir("per", FLAGS.profile)
     reference = published()
