@@ -40,8 +40,12 @@ def define_frames(help_text: str) -> None:
     flags.DEFINE(_FramesParser(), "frames", None, help_text, serializer=flags.ArgumentSerializer())
 
 
-def run(main: Callable[[list[str]], Any]) -> None:
-    """`absl.app.run(main)`, where a bad flag or a `UsageError` is one line, exit 2."""
+def run(main: Callable[[list[str]], Any], unknown_flag_hint: str = "") -> None:
+    """`absl.app.run(main)`, where a bad flag or a `UsageError` is one line, exit 2.
+
+    `unknown_flag_hint`: said after the accepted flags when a flag is unknown,
+    where a user may have meant another entry point's (in parentheses).
+    """
     _without_keras()
 
     def parse_flags(argv: list[str]) -> list[str]:
@@ -57,7 +61,8 @@ def run(main: Callable[[list[str]], Any]) -> None:
             check_finite_floats()
             return remaining
         except flags.UnrecognizedFlagError as error:
-            exit_with_usage_error(UsageError(f"unknown flag --{error.flagname}; accepted: {accepted_flags()}"))
+            hint = f" ({unknown_flag_hint})" if unknown_flag_hint else ""
+            exit_with_usage_error(UsageError(f"unknown flag --{error.flagname}; accepted: {accepted_flags()}{hint}"))
         except (flags.Error, UsageError) as error:
             exit_with_usage_error(
                 _missing_flags(str(error)) or _NOT_AN_INTEGER.sub("expected a whole number", str(error))

@@ -65,5 +65,11 @@ def run_script(command: list[str]) -> tuple[int, int | None]:
     return call_handing_on(command, hang_up=True, start_new_session=True)
 
 
+# The README's top section calls for a study script's flags (--fresh, say) now and then.
+STUDY_FLAGS_HINT = (
+    "a study's own flags, such as --fresh, --games and --frames, go to its script: "
+    "python -m reproduce.per.minatar --profile quick --fresh, say"
+)
+
 if __name__ == "__main__":
-    cli.run(main)
+    cli.run(main, unknown_flag_hint=STUDY_FLAGS_HINT)

@@ -409,6 +409,15 @@ def test_an_unknown_flag_names_the_accepted_ones_with_those_adopted():
     assert_one_line_usage_error(result, "unknown flag --game; accepted: ", "--games", "--profile", "--variants")
 
 
+def test_a_study_scripts_flag_given_to_the_driver_is_sent_to_the_study_script():
+    result = run(sys.executable, "-m", "reproduce", "--fresh")
+    assert_one_line_usage_error(
+        result,
+        "unknown flag --fresh; accepted: --only, --profile (a study's own flags, such as --fresh, --games and",
+        "--frames, go to its script: python -m reproduce.per.minatar --profile quick --fresh, say)",
+    )
+
+
 @pytest.mark.parametrize("help_flag", ["--help", "--helpshort"])
 def test_a_reproduce_scripts_help_lists_the_shared_flags(help_flag):
     result = run(sys.executable, "-m", "reproduce.per.cliffwalk", help_flag)
