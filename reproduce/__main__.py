@@ -65,7 +65,7 @@ def run_script(command: list[str]) -> tuple[int, int | None]:
     return call_handing_on(command, hang_up=True, start_new_session=True)
 
 
-# The README's top section calls for a study script's flags (--fresh, say) now and then.
+# The README's top section names study scripts' flags (--fresh, say), which a reader may give the driver.
 STUDY_FLAGS_HINT = (
     "a study's own flags, such as --fresh, --games and --frames, go to its script: "
     "python -m reproduce.per.minatar --profile quick --fresh, say"
