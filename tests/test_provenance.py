@@ -4,6 +4,7 @@ when a derived record is rewritten."""
 import hashlib
 import json
 import pathlib
+import re
 import subprocess
 import sys
 import types
@@ -215,3 +216,18 @@ def test_an_exact_study_regenerated_unchanged_keeps_its_record(tmp_path, module,
     outputs = json.loads(first)["outputs"]
     assert sorted(outputs) == sorted([f"{module}.csv", f"{module}.md", *figures])
     assert regenerated("b" * 40) == first
+
+
+def test_every_committed_benchmark_report_names_the_command_its_provenance_records():
+    """The command a benchmark's report names, to run it again, is the one its provenance recorded, flags and all."""
+    root = pathlib.Path(provenance.__file__).resolve().parents[1]
+    checked = 0
+    for record in sorted(root.glob("results/**/benchmarks/*.provenance.json")):
+        report = record.with_name(record.name.removesuffix(".provenance.json") + ".md")
+        command = json.loads(record.read_text())["command"]
+        module = command.split()[2]  # "python -m MODULE ..."
+        text = report.read_text() if report.exists() else ""
+        named = re.findall(rf"`(python -m {re.escape(module)}(?: [^`]*)?)`", text)
+        assert all(n == command for n in named), f"{report.name} names {named}, its provenance {command!r}"
+        checked += bool(named)
+    assert checked >= 8  # The benchmarks' reports (PER's six, IMPALA's two, LASER's): none found would check nothing.
