@@ -853,3 +853,41 @@ def test_the_exploration_named_is_the_one_runs_of_that_budget_reached():
     assert minatar.exploration_text(15_000) == (
         "epsilon-greedy, epsilon falling from 1 to 0.1 over 100K frames: not reached here"
     )
+
+
+def test_the_mean_over_seeds_sets_each_variant_beside_uniform_on_the_same_seeds_and_counts_games():
+    def row(game, variant, seed, frames, last100, young_tian):
+        return {"game": game, "variant": variant, "seed": seed, "frames": frames, "last100": last100,
+                "young_tian_dqn_5M": young_tian}  # fmt: skip
+
+    rows = [
+        row("seaquest", "uniform", 0, 2_000_000, 17.98, 19.4),
+        row("seaquest", "uniform", 1, 2_000_000, 20.83, 19.4),  # Mean 19.405: at Y&T's 19.4, within its reading.
+        row("seaquest", "rank", 0, 2_000_000, 1.42, 19.4),
+        row("seaquest", "rank", 1, 2_000_000, 1.11, 19.4),
+        row("seaquest", "rank", 2, 1_000_000, 0.9, 19.4),  # One seed at 1M: left out.
+        row("freeway", "proportional", 1, 1_000_000, 50.0, 49.9),
+        row("freeway", "proportional", 2, 1_000_000, 51.0, 49.9),  # Uniform ran seed 1 only at 1M: no match.
+        row("freeway", "uniform", 1, 1_000_000, 47.0, 49.9),
+    ]
+    cells = {(c["game"], c["variant"], c["frames"]): c for c in minatar.over_seeds(rows)}
+    assert set(cells) == {("seaquest", "uniform", 2_000_000), ("seaquest", "rank", 2_000_000),
+                          ("freeway", "proportional", 1_000_000)}  # fmt: skip
+    rank = cells["seaquest", "rank", 2_000_000]
+    assert (rank["seeds"], rank["low"], rank["high"]) == ([0, 1], 1.11, 1.42)
+    assert rank["mean"] == pytest.approx(1.265) and rank["uniform_mean"] == pytest.approx(19.405)
+    assert cells["freeway", "proportional", 1_000_000]["uniform_mean"] is None
+    at_or_above = "is at or above Y&T's DQN (at 5M), of those run on two seeds or more:"
+    verdicts = minatar.game_verdicts(list(cells.values()))
+    assert (
+        verdicts
+        == [  # Freeway's 50.50 is 0.6 over Y&T's 49.9: not within its reading.
+            f"Games whose mean over seeds at 1,000,000 frames {at_or_above} proportional 1 of 1 (freeway).",
+            f"Games whose mean over seeds at 2,000,000 frames {at_or_above} uniform 1 of 1 (seaquest), rank 0 of 1. "
+            "Within the reading of Y&T's figures (±0.3; ±1 on Space Invaders): seaquest uniform (19.41 against 19.4).",
+        ]
+    )
+    text = "\n".join(minatar.over_seeds_lines(rows))
+    assert "| seaquest | rank | 2,000,000 | 0, 1 | 1.26 | 1.11–1.42 | 19.41 | 19.4 |" in text
+    assert "| freeway | proportional | 1,000,000 | 1, 2 | 50.50 | 50.00–51.00 | - | 49.9 |" in text
+    assert minatar.over_seeds_lines(rows[:1]) == []
