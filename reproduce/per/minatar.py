@@ -329,20 +329,26 @@ def columns_text(rows: list[dict]) -> list[str]:
     ]
 
 
+def markdown_table(header: list[str], body: list[list[str]]) -> list[str]:
+    """A markdown table's lines: `header`, its rule, then one line per list of cells in `body`."""
+    return [
+        f"| {' | '.join(header)} |",
+        f"| {' | '.join('---' for _ in header)} |",
+        *(f"| {' | '.join(b)} |" for b in body),
+    ]
+
+
 def table_lines(rows: list[dict], arm_column: str) -> list[str]:
     """The markdown table of `rows`: one line per run and budget."""
-    lines = [
-        f"| game | {arm_column} | seed | frames | last100 | peak (at frames) | Y&T DQN (5M) | to uniform's final "
-        "| sittings | wall time (h) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in rows:
-        at = "" if r["peak100"] is None else f"{r['peak100']:.2f} ({r['peak_frames']:,})"
-        lines.append(
-            f"| {r['game']} | {r['variant']} | {r['seed']} | {r['frames']:,} | {r['last100']:.2f} | {at} "
-            f"| {r['young_tian_dqn_5M']} | {to_uniform(r)} | {r['sittings']} | {hours(r['wall_time_s'])} |"
-        )
-    return lines
+    header = ["game", arm_column, "seed", "frames", "last100", "peak (at frames)", "Y&T DQN (5M)",
+              "to uniform's final", "sittings", "wall time (h)"]  # fmt: skip
+    body = [
+        [r["game"], r["variant"], str(r["seed"]), f"{r['frames']:,}", f"{r['last100']:.2f}",
+         "" if r["peak100"] is None else f"{r['peak100']:.2f} ({r['peak_frames']:,})", str(r["young_tian_dqn_5M"]),
+         to_uniform(r), str(r["sittings"]), hours(r["wall_time_s"])]
+        for r in rows
+    ]  # fmt: skip
+    return markdown_table(header, body)
 
 
 def to_uniform(row: dict) -> str:
@@ -358,16 +364,22 @@ def to_uniform(row: dict) -> str:
 def verdicts(rows: list[dict]) -> list[str]:
     """Per budget, how many games each variant reached Y&T's DQN on (their 5M frames): the issue's target."""
     lines = []
-    for frames in sorted({r["frames"] for r in rows}):
-        at = [r for r in rows if r["frames"] == frames]
-        counts = []
-        for variant in (v for v in VARIANTS if any(r["variant"] == v for r in at)):
-            mine = [r for r in at if r["variant"] == variant]
-            counts.append(f"{variant} {sum(r['last100'] >= r['young_tian_dqn_5M'] for r in mine)} of {len(mine)}")
+    for frames, variants in by_budget(rows).items():
+        counts = [
+            f"{v} {sum(r['last100'] >= r['young_tian_dqn_5M'] for r in mine)} of {len(mine)}" for v, mine in variants
+        ]
         lines.append(
             f"Runs of {frames:,} frames at or above Y&T's DQN (at 5M), one per game and seed: {', '.join(counts)}."
         )
     return lines
+
+
+def by_budget(items: list[dict]) -> dict[int, list[tuple[str, list[dict]]]]:
+    """`items` (table rows or `over_seeds` cells) per budget, smallest first, then per variant in the tables' order."""
+    return {
+        frames: [(v, at) for v in VARIANTS if (at := [i for i in items if i["frames"] == frames and i["variant"] == v])]
+        for frames in sorted({i["frames"] for i in items})
+    }
 
 
 def read_to(game: str) -> float:
@@ -409,40 +421,44 @@ def over_seeds_lines(rows: list[dict]) -> list[str]:
     cells = over_seeds(rows)
     if not cells:
         return []
-    lines = [
+    header = ["game", "variant", "frames", "seeds", "mean last100", "range", "uniform, same seeds", "Y&T DQN (5M)"]
+    body = [
+        [c["game"], c["variant"], f"{c['frames']:,}", ", ".join(map(str, c["seeds"])), f"{c['mean']:.2f}",
+         f"{c['low']:.2f}–{c['high']:.2f}", beside_uniform(c), str(c["young_tian_dqn_5M"])]
+        for c in cells
+    ]  # fmt: skip
+    return [
         "Over seeds: each game, variant and budget run on two seeds or more (a budget one seed reached is",
         "left out), the mean `last100` of its seeds and their range. `uniform, same seeds`: uniform's mean",
         "on those seeds at that budget (`-`: uniform did not run them all). Two or three seeds give a mean",
         "and a spread, not a confidence interval.",
         "",
-        "| game | variant | frames | seeds | mean last100 | range | uniform, same seeds | Y&T DQN (5M) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        *markdown_table(header, body),
+        "",
+        *game_verdicts(cells),
     ]
-    for c in cells:
-        beside = "-" if c["uniform_mean"] is None else f"{c['uniform_mean']:.2f}"
-        lines.append(
-            f"| {c['game']} | {c['variant']} | {c['frames']:,} | {', '.join(map(str, c['seeds']))} | {c['mean']:.2f} "
-            f"| {c['low']:.2f}–{c['high']:.2f} | {'baseline' if c['variant'] == 'uniform' else beside} "
-            f"| {c['young_tian_dqn_5M']} |"
-        )
-    return [*lines, "", *game_verdicts(cells)]
+
+
+def beside_uniform(cell: dict) -> str:
+    """The `uniform, same seeds` cell: uniform's mean, `baseline` (uniform's own), or `-` (uniform lacks a seed)."""
+    if cell["variant"] == "uniform":
+        return "baseline"
+    return "-" if cell["uniform_mean"] is None else f"{cell['uniform_mean']:.2f}"
 
 
 def game_verdicts(cells: list[dict]) -> list[str]:
     """Per budget, the games whose mean over seeds reaches Y&T's DQN, and the means within its reading of it."""
     lines = []
-    for frames in sorted({c["frames"] for c in cells}):
-        at = [c for c in cells if c["frames"] == frames]
-        counts = []
-        for variant in (v for v in VARIANTS if any(c["variant"] == v for c in at)):
-            mine = [c for c in at if c["variant"] == variant]
+    for frames, variants in by_budget(cells).items():
+        counts, close = [], []
+        for variant, mine in variants:
             reached = [c["game"] for c in mine if c["mean"] >= c["young_tian_dqn_5M"]]
             counts.append(f"{variant} {len(reached)} of {len(mine)}" + (f" ({', '.join(reached)})" if reached else ""))
-        close = [
-            f"{c['game']} {c['variant']} ({c['mean']:.2f} against {c['young_tian_dqn_5M']})"
-            for c in at
-            if abs(c["mean"] - c["young_tian_dqn_5M"]) <= read_to(c["game"])
-        ]
+            close += [
+                f"{c['game']} {variant} ({c['mean']:.2f} against {c['young_tian_dqn_5M']})"
+                for c in mine
+                if abs(c["mean"] - c["young_tian_dqn_5M"]) <= read_to(c["game"])
+            ]
         within = f" Within the reading of Y&T's figures (±0.3; ±1 on Space Invaders): {', '.join(close)}."
         lines.append(
             f"Games whose mean over seeds at {frames:,} frames is at or above Y&T's DQN (at 5M), of those run on "
