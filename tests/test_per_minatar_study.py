@@ -1,6 +1,7 @@
 """`reproduce.per.minatar`'s arms, App. Fig. 10/12 assembly and bad input (its runs are long: not run here)."""
 
 import dataclasses
+import decimal
 import json
 import re
 import shutil
@@ -861,33 +862,42 @@ def test_the_mean_over_seeds_sets_each_variant_beside_uniform_on_the_same_seeds_
                 "young_tian_dqn_5M": young_tian}  # fmt: skip
 
     rows = [
-        row("seaquest", "uniform", 0, 2_000_000, 17.98, 19.4),
-        row("seaquest", "uniform", 1, 2_000_000, 20.83, 19.4),  # Mean 19.405: at Y&T's 19.4, within its reading.
+        row("seaquest", "uniform", 0, 2_000_000, 19.3, 19.4),
+        row("seaquest", "uniform", 1, 2_000_000, 19.5, 19.4),  # Mean 19.4: a tie with Y&T, which counts.
+        row("seaquest", "uniform", 2, 2_000_000, 29.9, 19.4),  # Seed 2 ran uniform only at 2M.
         row("seaquest", "rank", 0, 2_000_000, 1.42, 19.4),
-        row("seaquest", "rank", 1, 2_000_000, 1.11, 19.4),
+        row("seaquest", "rank", 1, 2_000_000, 1.11, 19.4),  # Beside uniform's seeds 0 and 1 only: 19.4.
         row("seaquest", "rank", 2, 1_000_000, 0.9, 19.4),  # One seed at 1M: left out.
         row("freeway", "proportional", 1, 1_000_000, 50.0, 49.9),
-        row("freeway", "proportional", 2, 1_000_000, 51.0, 49.9),  # Uniform ran seed 1 only at 1M: no match.
-        row("freeway", "uniform", 1, 1_000_000, 47.0, 49.9),
+        row("freeway", "proportional", 2, 1_000_000, 50.4, 49.9),  # Mean 50.2, exactly 0.3 over: within.
+        row("freeway", "uniform", 1, 1_000_000, 47.0, 49.9),  # Uniform lacks seed 2 at 1M: no match.
+        row("space_invaders", "rank", 0, 1_000_000, 44.0, 45.4),
+        row("space_invaders", "rank", 1, 1_000_000, 44.9, 45.4),
+        row("space_invaders", "rank", 2, 1_000_000, 44.3, 45.4),  # Mean 44.4: 1.0 under, within its ±1.
     ]
     cells = {(c["game"], c["variant"], c["frames"]): c for c in minatar.over_seeds(rows)}
-    assert set(cells) == {("seaquest", "uniform", 2_000_000), ("seaquest", "rank", 2_000_000),
-                          ("freeway", "proportional", 1_000_000)}  # fmt: skip
+    assert list(cells) == [("freeway", "proportional", 1_000_000), ("seaquest", "uniform", 2_000_000),
+                           ("seaquest", "rank", 2_000_000), ("space_invaders", "rank", 1_000_000)]  # fmt: skip
     rank = cells["seaquest", "rank", 2_000_000]
     assert (rank["seeds"], rank["low"], rank["high"]) == ([0, 1], 1.11, 1.42)
-    assert rank["mean"] == pytest.approx(1.265) and rank["uniform_mean"] == pytest.approx(19.405)
+    assert (rank["mean"], rank["uniform_mean"]) == (decimal.Decimal("1.265"), decimal.Decimal("19.4"))
+    assert cells["seaquest", "uniform", 2_000_000]["mean"] == decimal.Decimal("22.9")  # Three seeds.
     assert cells["freeway", "proportional", 1_000_000]["uniform_mean"] is None
     at_or_above = "is at or above Y&T's DQN (at 5M), of those run on two seeds or more:"
-    verdicts = minatar.game_verdicts(list(cells.values()))
-    assert (
-        verdicts
-        == [  # Freeway's 50.50 is 0.6 over Y&T's 49.9: not within its reading.
-            f"Games whose mean over seeds at 1,000,000 frames {at_or_above} proportional 1 of 1 (freeway).",
-            f"Games whose mean over seeds at 2,000,000 frames {at_or_above} uniform 1 of 1 (seaquest), rank 0 of 1. "
-            "Within the reading of Y&T's figures (±0.3; ±1 on Space Invaders): seaquest uniform (19.41 against 19.4).",
-        ]
-    )
+    reading = "Within the reading of Y&T's figures (±0.3; ±1 on Space Invaders):"
+    assert minatar.game_verdicts(list(cells.values())) == [
+        f"Games whose mean over seeds at 1,000,000 frames {at_or_above} rank 0 of 1 (of space_invaders), "
+        f"proportional 1 of 1 (freeway; of freeway). {reading} freeway proportional (50.200 against 49.9), "
+        "space_invaders rank (44.400 against 45.4).",
+        f"Games whose mean over seeds at 2,000,000 frames {at_or_above} uniform 1 of 1 (seaquest; of seaquest), "
+        "rank 0 of 1 (of seaquest).",
+    ]
+    tie = [row("seaquest", "uniform", 0, 2_000_000, 19.3, 19.4), row("seaquest", "uniform", 1, 2_000_000, 19.5, 19.4)]
+    assert minatar.game_verdicts(minatar.over_seeds(tie)) == [
+        f"Games whose mean over seeds at 2,000,000 frames {at_or_above} uniform 1 of 1 (seaquest). "
+        f"{reading} seaquest uniform (19.400 against 19.4).",
+    ]  # The table's only game: not named again.
     text = "\n".join(minatar.over_seeds_lines(rows))
-    assert "| seaquest | rank | 2,000,000 | 0, 1 | 1.26 | 1.11–1.42 | 19.41 | 19.4 |" in text
-    assert "| freeway | proportional | 1,000,000 | 1, 2 | 50.50 | 50.00–51.00 | - | 49.9 |" in text
+    assert "| seaquest | rank | 2,000,000 | 0, 1 | 1.265 | 1.11–1.42 | 19.400 | 19.4 |" in text
+    assert "| freeway | proportional | 1,000,000 | 1, 2 | 50.200 | 50.00–50.40 | - | 49.9 |" in text
     assert minatar.over_seeds_lines(rows[:1]) == []

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import collections
 import csv
+import decimal
 import pathlib
 import textwrap
 import time
@@ -382,9 +383,14 @@ def by_budget(items: list[dict]) -> dict[int, list[tuple[str, list[dict]]]]:
     }
 
 
-def read_to(game: str) -> float:
+def read_to(game: str) -> decimal.Decimal:
     """How closely Young & Tian's DQN is read off their figures on `game` (the tables' header says the same)."""
-    return 1.0 if game == "space_invaders" else 0.3
+    return decimal.Decimal(1 if game == "space_invaders" else "0.3")
+
+
+def exact_mean(scores: list[float]) -> decimal.Decimal:
+    """The mean of `scores` in decimal arithmetic: scores kept to 2 places give a mean that no rounding moves."""
+    return sum((decimal.Decimal(str(x)) for x in scores), decimal.Decimal(0)) / len(scores)
 
 
 def over_seeds(rows: list[dict]) -> list[dict]:
@@ -392,8 +398,10 @@ def over_seeds(rows: list[dict]) -> list[dict]:
 
     `uniform_mean` is uniform's mean over the same seeds at the same budget,
     or None where uniform did not run every one of them: a variant is set
-    beside uniform on matched seeds only. Means are rounded to 1e-6, so a tie
-    with Young & Tian's DQN is not lost to floating point.
+    beside uniform on matched seeds only. Only runs of that budget count; a
+    longer run's curve is not read at it. Means are exact decimals (two
+    seeds' mean of 2-place scores has 3 places, shown in full), so a tie with
+    Young & Tian's DQN, or a mean exactly at the edge of its reading, counts.
     """
     scores: dict[tuple[str, str, int], dict[int, float]] = collections.defaultdict(dict)
     reference = {}
@@ -408,12 +416,21 @@ def over_seeds(rows: list[dict]) -> list[dict]:
         matched = [uniform[seed] for seed in by_seed if seed in uniform]
         cells.append({
             "game": game, "variant": variant, "frames": frames, "seeds": sorted(by_seed),
-            "mean": round(float(np.mean(list(by_seed.values()))), 6),
-            "low": min(by_seed.values()), "high": max(by_seed.values()),
-            "uniform_mean": round(float(np.mean(matched)), 6) if len(matched) == len(by_seed) else None,
+            "mean": exact_mean(list(by_seed.values())), "low": min(by_seed.values()), "high": max(by_seed.values()),
+            "uniform_mean": exact_mean(matched) if len(matched) == len(by_seed) else None,
             "young_tian_dqn_5M": reference[game],
         })  # fmt: skip
     return sorted(cells, key=lambda c: (c["game"], list(VARIANTS).index(c["variant"]), c["frames"]))
+
+
+def reaches(cell: dict) -> bool:
+    """Whether the cell's mean is at or above Young & Tian's DQN (at is enough)."""
+    return cell["mean"] >= decimal.Decimal(str(cell["young_tian_dqn_5M"]))
+
+
+def within_reading(cell: dict) -> bool:
+    """Whether the cell's mean is within the precision Young & Tian's DQN is read to, either side."""
+    return abs(cell["mean"] - decimal.Decimal(str(cell["young_tian_dqn_5M"]))) <= read_to(cell["game"])
 
 
 def over_seeds_lines(rows: list[dict]) -> list[str]:
@@ -423,15 +440,16 @@ def over_seeds_lines(rows: list[dict]) -> list[str]:
         return []
     header = ["game", "variant", "frames", "seeds", "mean last100", "range", "uniform, same seeds", "Y&T DQN (5M)"]
     body = [
-        [c["game"], c["variant"], f"{c['frames']:,}", ", ".join(map(str, c["seeds"])), f"{c['mean']:.2f}",
+        [c["game"], c["variant"], f"{c['frames']:,}", ", ".join(map(str, c["seeds"])), f"{c['mean']:.3f}",
          f"{c['low']:.2f}–{c['high']:.2f}", beside_uniform(c), str(c["young_tian_dqn_5M"])]
         for c in cells
     ]  # fmt: skip
     return [
-        "Over seeds: each game, variant and budget run on two seeds or more (a budget one seed reached is",
-        "left out), the mean `last100` of its seeds and their range. `uniform, same seeds`: uniform's mean",
-        "on those seeds at that budget (`-`: uniform did not run them all). Two or three seeds give a mean",
-        "and a spread, not a confidence interval.",
+        "Over seeds: each game, variant and budget that two seeds or more were run to (a budget only one",
+        "seed was run to is left out, and a longer run's curve is not read at it), the exact mean `last100`",
+        "of its seeds and their range. `uniform, same seeds`: uniform's mean on those seeds at that budget",
+        "(`-`: uniform was not run to it on them all). Two or three seeds give a mean and a spread, not a",
+        "confidence interval.",
         "",
         *markdown_table(header, body),
         "",
@@ -443,22 +461,24 @@ def beside_uniform(cell: dict) -> str:
     """The `uniform, same seeds` cell: uniform's mean, `baseline` (uniform's own), or `-` (uniform lacks a seed)."""
     if cell["variant"] == "uniform":
         return "baseline"
-    return "-" if cell["uniform_mean"] is None else f"{cell['uniform_mean']:.2f}"
+    return "-" if cell["uniform_mean"] is None else f"{cell['uniform_mean']:.3f}"
 
 
 def game_verdicts(cells: list[dict]) -> list[str]:
     """Per budget, the games whose mean over seeds reaches Y&T's DQN, and the means within its reading of it."""
-    lines = []
+    lines, games = [], sorted({c["game"] for c in cells})
     for frames, variants in by_budget(cells).items():
-        counts, close = [], []
+        counts = []
         for variant, mine in variants:
-            reached = [c["game"] for c in mine if c["mean"] >= c["young_tian_dqn_5M"]]
-            counts.append(f"{variant} {len(reached)} of {len(mine)}" + (f" ({', '.join(reached)})" if reached else ""))
-            close += [
-                f"{c['game']} {variant} ({c['mean']:.2f} against {c['young_tian_dqn_5M']})"
-                for c in mine
-                if abs(c["mean"] - c["young_tian_dqn_5M"]) <= read_to(c["game"])
-            ]
+            reached, run = [c["game"] for c in mine if reaches(c)], [c["game"] for c in mine]
+            named = [", ".join(reached)] if reached else []
+            named += [] if run == games else [f"of {', '.join(run)}"]  # Fewer games than the table's: which.
+            counts.append(f"{variant} {len(reached)} of {len(mine)}" + (f" ({'; '.join(named)})" if named else ""))
+        close = [
+            f"{c['game']} {c['variant']} ({c['mean']:.3f} against {c['young_tian_dqn_5M']})"
+            for c in cells
+            if c["frames"] == frames and within_reading(c)
+        ]
         within = f" Within the reading of Y&T's figures (±0.3; ±1 on Space Invaders): {', '.join(close)}."
         lines.append(
             f"Games whose mean over seeds at {frames:,} frames is at or above Y&T's DQN (at 5M), of those run on "
