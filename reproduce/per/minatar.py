@@ -388,9 +388,14 @@ def read_to(game: str) -> decimal.Decimal:
     return decimal.Decimal(1 if game == "space_invaders" else "0.3")
 
 
+def exact(x: float) -> decimal.Decimal:
+    """`x` as the decimal it was written as: scores and Y&T's figures are kept to 2 places or fewer."""
+    return decimal.Decimal(str(x))
+
+
 def exact_mean(scores: list[float]) -> decimal.Decimal:
     """The mean of `scores` in decimal arithmetic: scores kept to 2 places give a mean that no rounding moves."""
-    return sum((decimal.Decimal(str(x)) for x in scores), decimal.Decimal(0)) / len(scores)
+    return sum(map(exact, scores), decimal.Decimal(0)) / len(scores)
 
 
 def over_seeds(rows: list[dict]) -> list[dict]:
@@ -425,12 +430,12 @@ def over_seeds(rows: list[dict]) -> list[dict]:
 
 def reaches(cell: dict) -> bool:
     """Whether the cell's mean is at or above Young & Tian's DQN (at is enough)."""
-    return cell["mean"] >= decimal.Decimal(str(cell["young_tian_dqn_5M"]))
+    return cell["mean"] >= exact(cell["young_tian_dqn_5M"])
 
 
 def within_reading(cell: dict) -> bool:
     """Whether the cell's mean is within the precision Young & Tian's DQN is read to, either side."""
-    return abs(cell["mean"] - decimal.Decimal(str(cell["young_tian_dqn_5M"]))) <= read_to(cell["game"])
+    return abs(cell["mean"] - exact(cell["young_tian_dqn_5M"])) <= read_to(cell["game"])
 
 
 def over_seeds_lines(rows: list[dict]) -> list[str]:
