@@ -6,7 +6,7 @@ with "prioritization via the critic's loss", with "full (beta = 1) and partial
 transition), with N items in the replay:
 
     P(i) = p_i^alpha / sum_k p_k^alpha        (PER eq. 1: Reverb's `Prioritized(alpha)` selector)
-    w_i  = (N P(i))^-beta / max_j w_j         (PER §3.4; the max over the batch's replayed unrolls)
+    w_i  = (N P(i))^-beta / max_j w_j         (PER §3.4; max over the batch's replayed unrolls: our reading)
     p_i  = (L_i + epsilon) / M                (L_i: the unroll's critic loss, `laser.losses`)
 
 beta is held fixed, as in Fig. 4 right (PER anneals it to 1).
