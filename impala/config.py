@@ -115,6 +115,12 @@ class ImpalaConfig(config_lib.EnvConfig):
             # rho_bar = 0 would zero every importance weight: no TD error and no policy gradient (eq. (1)).
             if getattr(self, name) is not None and not getattr(self, name) > 0:
                 raise UsageError(f"{name}={getattr(self, name)}: must be > 0, or None for no clipping")
+        if self.correction == "vtrace" and self.clip_rho_threshold is not None and self.clip_rho_threshold < 1:
+            # c_bar is 1 (`impala.losses` passes none); IMPALA §4.1 assumes rho_bar >= c_bar (LASER §2.3 too).
+            raise UsageError(
+                f"clip_rho_threshold={self.clip_rho_threshold}: must be >= 1 or None (IMPALA §4.1: "
+                "rho_bar >= c_bar, and c_bar is 1)"
+            )
         config_lib.check_run_fields(self)
         config_lib.check_rmsprop(self)
         if envs.is_suite(self.env):

@@ -88,12 +88,6 @@ class LaserConfig(ImpalaConfig):
         if not self.trust_region_threshold > 0:
             # KL >= 0, so b = 0 would reject every step but those that rounding lets through.
             raise UsageError(f"trust_region_threshold={self.trust_region_threshold}: must be > 0 (a KL in nats)")
-        if self.correction == "vtrace" and self.clip_rho_threshold is not None and self.clip_rho_threshold < 1:
-            # c_bar is 1 (`laser.trust_region`), and §2.3 takes rho_bar >= c_bar >= 1.
-            raise UsageError(
-                f"clip_rho_threshold={self.clip_rho_threshold}: must be >= 1 or None (LASER §2.3: "
-                "rho_bar >= c_bar >= 1, and c_bar is 1)"
-            )
         if self.min_replay_size < 0:
             raise UsageError(f"min_replay_size={self.min_replay_size}: must be >= 0 (0: one replay batch's worth)")
         if self.sweep_member < -1:

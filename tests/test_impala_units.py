@@ -294,6 +294,7 @@ def test_lstm_state_resets_at_episode_starts():
         ({"entropy_cost": -1.0}, r"entropy_cost=-1.0: must be >= 0$"),
         ({"baseline_cost": -0.5}, r"baseline_cost=-0.5: must be >= 0$"),
         ({"clip_rho_threshold": 0.0}, "clip_rho_threshold=0.0: must be > 0, or None for no clipping"),
+        ({"clip_rho_threshold": 0.5}, r"clip_rho_threshold=0.5: must be >= 1 or None \(IMPALA §4.1: rho_bar >= c_bar"),
         ({"clip_pg_rho_threshold": -1.0}, "clip_pg_rho_threshold=-1.0: must be > 0, or None"),
         ({"network": "resnet50"}, "unknown network 'resnet50'; accepted: shallow, deep"),
         ({"correction": "retrace"}, "accepted: vtrace, none, epsilon, one_step_is"),
