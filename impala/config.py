@@ -116,7 +116,8 @@ class ImpalaConfig(config_lib.EnvConfig):
             if getattr(self, name) is not None and not getattr(self, name) > 0:
                 raise UsageError(f"{name}={getattr(self, name)}: must be > 0, or None for no clipping")
         if self.correction == "vtrace" and self.clip_rho_threshold is not None and self.clip_rho_threshold < 1:
-            # c_bar is 1 (`impala.losses` passes none); IMPALA §4.1 assumes rho_bar >= c_bar (LASER §2.3 too).
+            # c_bar is 1 (`impala.losses` passes no clip_c_threshold: vtrace's default), and
+            # IMPALA §4.1 (as LASER §2.3) assumes rho_bar >= c_bar.
             raise UsageError(
                 f"clip_rho_threshold={self.clip_rho_threshold}: must be >= 1 or None (IMPALA §4.1: "
                 "rho_bar >= c_bar, and c_bar is 1)"

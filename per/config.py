@@ -76,7 +76,7 @@ class PerConfig(config_lib.EnvConfig):
     # which items: `batch_max` reads it as the minibatch (as Dopamine does),
     # `global_min` as the whole replay (as OpenAI baselines does). A choice.
     weight_normalization: str = "batch_max"
-    rerank_interval: int = 10_000  # Rank-based: updates between full re-ranks; ours (`per.replay_config`).
+    rerank_interval: int = 10_000  # Rank-based: item priority updates between re-ranks; ours (`per.replay_config`).
     # Learning.
     batch_size: int = 32  # k.
     update_period: int = 4  # Agent steps per update: samples_per_insert = batch_size / update_period.

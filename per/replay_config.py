@@ -21,9 +21,10 @@ class ReplayConfig:
     beta0: float = priorities.PROPORTIONAL["beta0"]  # Table 3: 0.4 proportional, 0.5 rank.
     epsilon: float = 1e-6  # p = |delta| + epsilon (§3.3); PER does not print its value.
     weight_normalization: str = "batch_max"  # Or global_min: whose max_i w_i (§3.4), see `per.config`.
-    # Rank-based: priority updates between full re-ranks. Ours, not the paper's: PER App.
-    # B.2.1 re-sorted a heap kept roughly in order every 10^6 steps; between re-ranks our
-    # ranks come from a frozen snapshot (`per.replay.RankTracker`), so it re-ranks more often.
+    # Rank-based: item priority updates (a batch's per learner update) between full re-ranks.
+    # Ours, not the paper's: PER App. B.2.1 re-sorted a heap kept roughly in order every 10^6
+    # steps; between re-ranks our ranks come from a frozen snapshot (`per.replay.RankTracker`),
+    # so it re-ranks more often.
     rerank_interval: int = 10_000
     min_size: int = 1  # Items before sampling may start.
 
