@@ -26,7 +26,7 @@ import reverb
 import tensorflow as tf
 
 from common.reverb import variables as reverb_variables
-from per.networks import QNetwork
+from per.networks import QNetwork, greedy_actions
 from per.replay import PrioritizedReplay
 
 
@@ -47,26 +47,35 @@ class Actor:
         self._observation, _ = env.reset(seed=seed)
         # A concrete function: calling it skips tf.function's argument matching, a
         # large part of a small network's step.
-        self._greedy = tf.function(
-            lambda observation: tf.argmax(network(observation), axis=1, output_type=tf.int32)
-        ).get_concrete_function(tf.TensorSpec([None, *self._observation.shape[1:]], self._observation.dtype))
+        spec = tf.TensorSpec([None, *self._observation.shape[1:]], self._observation.dtype)
+        self._greedy = tf.function(lambda observation: greedy_actions(network, observation)).get_concrete_function(spec)
         self._return = np.zeros(env.num_envs, np.float64)
         self._length = np.zeros(env.num_envs, np.int64)
 
     network = property(lambda self: self._network)  # Q(., .; theta), whose variables the policy reads.
+    observation = property(lambda self: self._observation)  # [N, ...] S_t, which the next `step` acts in.
 
-    def actions(self, observation: np.ndarray, epsilon: float) -> np.ndarray:
+    def actions(self, observation: np.ndarray, epsilon: float, greedy: np.ndarray | None = None) -> np.ndarray:
+        """Epsilon-greedy actions; `greedy`, if given, is argmax_a Q(observation, a; theta), already computed."""
         n = len(observation)
         explore = self._rng.random(n) < epsilon
         uniform = self._rng.integers(self._network.num_actions, size=n, dtype=np.int32)
         if explore.all():  # The network is not needed (most steps early in training).
             return uniform
-        return np.where(explore, uniform, self._greedy(tf.convert_to_tensor(observation)).numpy())
+        if greedy is None:
+            greedy = self._greedy(tf.convert_to_tensor(observation)).numpy()
+        return np.where(explore, uniform, greedy)
 
-    def step(self, epsilon: float) -> tuple[list[Transition], list[tuple[float, int]]]:
-        """One step of every env: its N transitions, and (return, length) of games that ended."""
+    def step(
+        self, epsilon: float, greedy: np.ndarray | None = None
+    ) -> tuple[list[Transition], list[tuple[float, int]]]:
+        """One step of every env: its N transitions, and (return, length) of games that ended.
+
+        `greedy`: argmax_a Q(S_t, a; theta) of `observation`, if the caller already has it
+        (`per.learner.Learner.update`'s `act_on`), under the theta this step would read.
+        """
         observation = self._observation
-        action = self.actions(observation, epsilon)
+        action = self.actions(observation, epsilon, greedy)
         next_observation, reward, terminated, truncated, info = self._env.step(action)
         terminal = (terminated | truncated).astype(np.float32)
         transitions = [
@@ -163,7 +172,7 @@ class EpsilonGreedy:
     """Evaluation acting (PER App. B.2.3): greedy in the online network's Q-values, uniform with probability epsilon."""
 
     def __init__(self, network: QNetwork, epsilon: float, seed: int):
-        self._greedy = tf.function(lambda x: tf.argmax(network(x), axis=1, output_type=tf.int32))
+        self._greedy = tf.function(lambda x: greedy_actions(network, x))
         self.epsilon, self._num_actions = epsilon, network.num_actions  # Reported with the evaluation.
         self._rng = np.random.default_rng(seed)
 

@@ -39,7 +39,12 @@ transitions of drift, or the chunks are shortened until it does
 (`chunk_length`).
 
 The compiled update is maths only; Reverb calls, counters and numbers for the
-log are here, in Python (Acme style). Sampling from Reverb uses Reverb's own
+log are here, in Python (Acme style). The learner that acts itself passes the
+actor's next observations to the update, whose compiled call returns their
+greedy actions under the updated theta too (`Learner.update`'s `act_on`): the
+next agent step acts as it would have, without a forward pass of its own, one
+TF call fewer per update (the whole policy, at Young & Tian's one update per
+agent step). Sampling from Reverb uses Reverb's own
 random generator, which takes no seed: with the same seed, runs act alike
 until learning starts and then differ in the minibatches drawn.
 """
@@ -315,19 +320,21 @@ class PrioritizedDqn:
                 file=sys.stderr, flush=True,
             )  # fmt: skip
 
-    def learn(self, beta: float, batch) -> dict[str, float]:
-        """Algorithm 1, lines 11-14 and 12's priorities, on a sampled `batch`; the numbers for the log."""
-        update = self.learner.update(dict(zip(FIELDS, batch.data)), batch.weights)
+    def learn(self, beta: float, batch, act_on: np.ndarray | None = None) -> tuple[dict[str, float], np.ndarray | None]:
+        """Algorithm 1, lines 11-14 and 12's priorities, on a sampled `batch`: the numbers for the log, and
+        `act_on`'s greedy actions under the updated theta if given (`Learner.update`)."""
+        update = self.learner.update(dict(zip(FIELDS, batch.data)), batch.weights, act_on)
         if self.td_errors is not None:
             self.td_errors.record(batch.keys, update.td_error, self.replay.inserted_at(batch.keys))
             self.td_errors.maybe_snapshot(self.frames, self.replay.inserted, batch.table_size)
         if self.config.replay != "uniform":  # Uniform replay ignores priorities.
             self.replay.update(batch.keys, update.td_error)
-        return {
+        metrics = {
             "loss": update.loss, "epsilon": self.learner.epsilon(), "beta": beta,
             "mean_abs_td_error": float(np.abs(update.td_error).mean()), "max_priority": self.replay.max_priority,
             "min_importance_weight": float(batch.weights.min()),
         }  # fmt: skip
+        return metrics, update.greedy
 
     def progress(self) -> dict[str, float]:
         return {
@@ -359,6 +366,8 @@ class DqnAgent(PrioritizedDqn):
         env = envs.make_batched(config.env, config.envs_per_actor, seed=seed, **dict(config.env_options))
         self.actor = Actor(self.learner.network, env, seed)
         self._owed = 0  # Batches to learn (> 0) or to act (< 0) alone first: `_batches_off_centre`.
+        # argmax_a Q(S_t, a; theta) of the actor's next observations, from the last update's call (`learn`).
+        self._greedy: np.ndarray | None = None
 
     def start(self) -> None:
         super().start()
@@ -388,7 +397,8 @@ class DqnAgent(PrioritizedDqn):
         episodes = []
         epsilon = self.learner.epsilon()  # Held for the update_period agent steps before an update.
         for _ in range(self.config.update_period // self.config.envs_per_actor):
-            transitions, ended = self.actor.step(epsilon)
+            transitions, ended = self.actor.step(epsilon, self._greedy)
+            self._greedy = None  # For the observations just left.
             store(self.replay, transitions)
             episodes += ended
         self.learner.count_agent_steps(self.config.update_period)
@@ -410,7 +420,10 @@ class DqnAgent(PrioritizedDqn):
             # The loop needs a finite "loss": 0 while acting alone.
             return loop.Step({"loss": 0.0, "epsilon": self.learner.epsilon()}, episodes)
         beta = self.learner.beta()
-        return loop.Step(self.learn(beta, self.replay.sample(self.config.batch_size, beta)), episodes)
+        batch = self.replay.sample(self.config.batch_size, beta)
+        # The next act() reads theta after this update: its greedy actions come from the update's own call.
+        metrics, self._greedy = self.learn(beta, batch, act_on=self.actor.observation)
+        return loop.Step(metrics, episodes)
 
 
 class ApexAgent(PrioritizedDqn):
@@ -458,7 +471,8 @@ class ApexAgent(PrioritizedDqn):
         batch = self.replay.sample(self.config.batch_size, beta)
         if batch is None:  # The limiter held the sample back: the actors are behind, or gone.
             return None
-        return loop.Step(self.learn(beta, batch), self._take_episodes())
+        metrics, _ = self.learn(beta, batch)
+        return loop.Step(metrics, self._take_episodes())
 
     @staticmethod
     def _insert_count(info: dict) -> int:

@@ -12,7 +12,10 @@ L is the sum over the minibatch (Algorithm 1's accumulated Delta) or, with
 `loss_reduction="mean"` (the MinAtar presets, as Young & Tian), its mean.
 
 The compiled `_update` is the maths only (`per.losses`, the optimizer); the
-Python `update` around it counts updates and copies the target network.
+Python `update` around it counts updates and copies the target network. Given
+the actor's next observations, the same compiled call also returns their greedy
+actions under the updated theta, the next agent step's policy: one TF call per
+agent step fewer when the learner acts itself.
 The replay's side (sampling, writing |delta_j| back) is the caller's.
 This module also holds what a checkpoint must keep beside the networks: the
 counters, and the epsilon and beta schedules.
@@ -27,7 +30,7 @@ import tensorflow as tf
 
 from common import optimizers
 from common.schedules import LinearSchedule
-from per import losses
+from per import losses, networks
 from per.config import PerConfig
 from per.networks import QNetwork
 
@@ -39,6 +42,7 @@ class Update(NamedTuple):
     loss: float
     td_error: np.ndarray  # [B] delta_j, for the priorities.
     target_updated: bool
+    greedy: np.ndarray | None  # [N] argmax_a Q(act_on, a; theta) after the step, if `act_on` was given.
 
 
 class Learner(tf.Module):
@@ -63,7 +67,8 @@ class Learner(tf.Module):
         self.beta_schedule = LinearSchedule(config.beta0, config.beta_final, config.total_frames)
         # Not under XLA: measured no faster for these networks on CPU, and it compiles at start.
         self._update = tf.function(self._loss_and_step)
-        self._compiled = None
+        self._update_and_act = tf.function(self._loss_step_and_act)
+        self._compiled = self._compiled_acting = None  # Their concrete functions, traced at the first call.
         self._frames_per_step = config.frames_per_step
         self.copy_to_target()
         self.step_count, self.agent_step_count = 0, 0
@@ -112,19 +117,30 @@ class Learner(tf.Module):
         for target, online in zip(self.target_network.variables, self.network.variables):
             target.assign(online)
 
-    def update(self, batch: Mapping[str, np.ndarray], importance_weights: np.ndarray) -> Update:
-        """One RMSProp step on a minibatch; copies theta to theta^- every `target_update_period` updates."""
+    def update(
+        self, batch: Mapping[str, np.ndarray], importance_weights: np.ndarray, act_on: np.ndarray | None = None
+    ) -> Update:
+        """One RMSProp step on a minibatch; copies theta to theta^- every `target_update_period` updates.
+
+        `act_on`: [N, ...] observations whose greedy actions under the updated theta to return as well.
+        """
         inputs = [tf.convert_to_tensor(batch[name]) for name in FIELDS]
         inputs.append(tf.convert_to_tensor(importance_weights, tf.float32))
-        if self._compiled is None:  # Calling the concrete function skips tf.function's argument matching.
+        acts = act_on is not None
+        # Calling a concrete function skips tf.function's argument matching.
+        if acts:
+            inputs.append(tf.convert_to_tensor(act_on))
+            if self._compiled_acting is None:
+                self._compiled_acting = self._update_and_act.get_concrete_function(*inputs)
+        elif self._compiled is None:
             self._compiled = self._update.get_concrete_function(*inputs)
-        loss, td_error = self._compiled(*inputs)
+        loss, td_error, *greedy = (self._compiled_acting if acts else self._compiled)(*inputs)
         self.step_count += 1
         copied = self.step_count % self.config.target_update_period == 0
         if copied:
             self.copy_to_target()
             self.target_updates.assign_add(1)
-        return Update(float(loss), td_error.numpy(), copied)
+        return Update(float(loss), td_error.numpy(), copied, greedy[0].numpy() if acts else None)
 
     def _loss_and_step(self, observation, action, reward, terminal, next_observation, importance_weights):
         """The weighted Double DQN loss and its RMSProp step (maths only)."""
@@ -146,3 +162,13 @@ class Learner(tf.Module):
         self.optimizer.apply(gradients, tf.constant(c.learning_rate, tf.float32))
         self.steps.assign_add(1)  # Here rather than in Python: one dispatch fewer per update.
         return result.loss, result.td_error
+
+    def _loss_step_and_act(self, *inputs):
+        """`_loss_and_step`, then the greedy actions of the last input's observations under the new theta.
+
+        A tf.function runs a variable's reads after the assigns that precede
+        them in the code, so the Q-values read theta after the step.
+        """
+        *step_inputs, act_on = inputs
+        loss, td_error = self._loss_and_step(*step_inputs)
+        return loss, td_error, networks.greedy_actions(self.network, act_on)

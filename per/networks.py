@@ -48,6 +48,11 @@ class QNetwork(snt.Module):
         return q if self._shared_bias is None else q + self._shared_bias
 
 
+def greedy_actions(network: QNetwork, observation: tf.Tensor) -> tf.Tensor:
+    """[B] int32 argmax_a Q(s, a; theta) of observations [B, ...]."""
+    return tf.argmax(network(observation), axis=1, output_type=tf.int32)
+
+
 def make(config, observation_space: gym.spaces.Box, num_actions: int, name: str) -> QNetwork:
     """The network of a `PerConfig`, with its variables created as `config.initialization` draws them."""
     network = QNetwork(observation_space, num_actions, config.network, config.shared_bias, name=name)

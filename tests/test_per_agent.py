@@ -102,9 +102,9 @@ def test_epsilon_goes_linearly_from_start_to_end_over_the_decay_steps(make_agent
     agent = make_agent(config)
     acted_with, step = [], agent.actor.step
 
-    def spy(epsilon):  # The epsilon each env step of act() is taken with.
+    def spy(epsilon, greedy=None):  # The epsilon each env step of act() is taken with.
         acted_with.append(epsilon)
-        return step(epsilon)
+        return step(epsilon, greedy)
 
     agent.actor.step = spy
     seen = []
@@ -191,6 +191,31 @@ def test_actor_is_greedy_at_epsilon_0_and_uniform_at_1(make_agent):
     assert abs(np.mean(mixed == greedy) - 0.8) < 0.04
 
 
+def test_the_loop_acts_greedily_in_theta_as_of_each_agent_step(make_agent):
+    """The greedy actions that the update's own call returns (`Learner.update`'s `act_on`) are those the
+    actor would compute itself: of the observation it acts in, under theta after the last update. Two
+    agent steps per update, so the second acts without them."""
+    config = dataclasses.replace(TOY, epsilon_start=0.0, epsilon_end=0.0, update_period=2, learning_rate=0.01)
+    agent = make_agent(config)
+    step, given, checked = agent.actor.step, [], []
+
+    def spy(epsilon, greedy=None):
+        given.append(greedy is not None)
+        q = q_values(agent.learner.network, agent.actor.observation)[0]
+        result = step(epsilon, greedy)
+        top2 = np.sort(q)[-2:]
+        if top2[1] - top2[0] > 1e-5:  # Not a near tie, which rounding in another graph could break.
+            checked.append(result[0][0].action == np.argmax(q))
+        return result
+
+    agent.actor.step = spy
+    while agent.steps < 100:
+        agent.step()
+    # Every update but the last passes its actions to the next act()'s first step, and only to it.
+    assert sum(given) == agent.steps - 1 and given[-2:] == [True, False]
+    assert len(checked) > 150 and all(checked)
+
+
 class CountingEnv(gym.Env):
     """Observation: the step count in the episode; truncated at step 3 (env 0) or terminated at step 2 (env 1)."""
 
@@ -269,6 +294,25 @@ def random_batch(config, rng, batch_size):
         "terminal": rng.integers(0, 2, batch_size).astype(np.float32),
     }  # fmt: skip
     return batch, np.ones(batch_size, np.float32)
+
+
+def test_the_learners_update_returns_the_greedy_actions_of_theta_after_its_step():
+    """`act_on`'s actions read the updated theta (the compiled call orders the reads after the step)."""
+    config = dataclasses.replace(TOY, learning_rate=0.05)
+    space, num_actions = agent_lib.spaces(config)
+    online = networks.make(config, space, num_actions, name="online")
+    learner = Learner(config, online, networks.make(config, space, num_actions, name="target"))
+    learner.restored()
+    rng = np.random.default_rng(1)
+    probe = random_batch(config, rng, 256)[0]["observation"]
+    assert learner.update(*random_batch(config, rng, 32)).greedy is None
+    changed = 0
+    for _ in range(5):
+        before = np.argmax(q_values(online, probe), axis=1)
+        result = learner.update(*random_batch(config, rng, 32), act_on=probe)
+        np.testing.assert_array_equal(result.greedy, np.argmax(q_values(online, probe), axis=1))
+        changed += int((result.greedy != before).sum())
+    assert changed > 0  # Actions under theta before the step would fail the comparison above.
 
 
 def test_target_network_is_copied_every_target_update_period_updates():
@@ -451,7 +495,9 @@ def test_a_step_samples_at_the_current_beta_and_updates_with_that_batchs_weights
         return drawn[-1]
 
     agent.replay.sample = spy_sample
-    agent.learner.update = lambda batch, weights: weighed.append(np.asarray(weights)) or update(batch, weights)
+    agent.learner.update = lambda batch, weights, *act_on: weighed.append(np.asarray(weights)) or update(
+        batch, weights, *act_on
+    )
     agent.step()
     ((beta, frames),) = betas
     annealed = config.beta0 + (1.0 - config.beta0) * frames / config.total_frames  # beta_final = 1.
@@ -731,8 +777,8 @@ def test_the_apex_learner_counts_the_tables_inserts_publishes_and_holds_the_rati
     # (the table's 2,000 items hold all 1,200 inserts: none is evicted).
     written, update = [1.0], learner.learner.update
 
-    def spy_update(batch, weights):
-        result = update(batch, weights)
+    def spy_update(batch, weights, act_on=None):
+        result = update(batch, weights, act_on)
         written.append(float(np.abs(result.td_error).max()) + config.priority_epsilon)
         return result
 

@@ -80,8 +80,8 @@ def test_the_agent_logs_exactly_the_sampled_keys_last_abs_delta(tmp_path, varian
         keys[:] = batch.keys.tolist()
         return batch
 
-    def update_spy(batch, weights):
-        result = update(batch, weights)
+    def update_spy(batch, weights, act_on=None):
+        result = update(batch, weights, act_on)
         last.update(zip(keys, np.abs(result.td_error).tolist()))
         return result
 
