@@ -42,11 +42,13 @@ The compiled update is maths only; Reverb calls, counters and numbers for the
 log are here, in Python (Acme style). The learner that acts itself passes the
 actor's next observations to the update, whose compiled call returns their
 greedy actions under the updated theta too (`Learner.update`'s `act_on`): the
-next agent step acts as it would have, without a forward pass of its own, one
-TF call fewer per update (the whole policy, at Young & Tian's one update per
-agent step). Sampling from Reverb uses Reverb's own
-random generator, which takes no seed: with the same seed, runs act alike
-until learning starts and then differ in the minibatches drawn.
+next agent step acts as it would have (but where rounding in another graph
+breaks a near-tie), without a forward pass of its own, one TF call fewer per
+update (the whole policy, at Young & Tian's one update per agent step).
+
+Sampling from Reverb uses Reverb's own random generator, which takes no seed:
+with the same seed, runs act alike until learning starts and then differ in
+the minibatches drawn.
 """
 
 from __future__ import annotations
@@ -398,7 +400,7 @@ class DqnAgent(PrioritizedDqn):
         epsilon = self.learner.epsilon()  # Held for the update_period agent steps before an update.
         for _ in range(self.config.update_period // self.config.envs_per_actor):
             transitions, ended = self.actor.step(epsilon, self._greedy)
-            self._greedy = None  # For the observations just left.
+            self._greedy = None  # Acted on: the env has moved to new observations.
             store(self.replay, transitions)
             episodes += ended
         self.learner.count_agent_steps(self.config.update_period)

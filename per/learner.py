@@ -122,7 +122,8 @@ class Learner(tf.Module):
     ) -> Update:
         """One RMSProp step on a minibatch; copies theta to theta^- every `target_update_period` updates.
 
-        `act_on`: [N, ...] observations whose greedy actions under the updated theta to return as well.
+        With `act_on` ([N, ...] observations) it also returns their greedy actions under the updated
+        theta (`Update.greedy`). Each form keeps the shapes of its first call, as a concrete function.
         """
         inputs = [tf.convert_to_tensor(batch[name]) for name in FIELDS]
         inputs.append(tf.convert_to_tensor(importance_weights, tf.float32))

@@ -495,8 +495,8 @@ def test_a_step_samples_at_the_current_beta_and_updates_with_that_batchs_weights
         return drawn[-1]
 
     agent.replay.sample = spy_sample
-    agent.learner.update = lambda batch, weights, *act_on: weighed.append(np.asarray(weights)) or update(
-        batch, weights, *act_on
+    agent.learner.update = lambda batch, weights, act_on=None: weighed.append(np.asarray(weights)) or update(
+        batch, weights, act_on
     )
     agent.step()
     ((beta, frames),) = betas
