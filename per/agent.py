@@ -329,21 +329,25 @@ class PrioritizedDqn:
         if self.td_errors is not None:
             self.td_errors.record(batch.keys, update.td_error, self.replay.inserted_at(batch.keys))
             self.td_errors.maybe_snapshot(self.frames, self.replay.inserted, batch.table_size)
-        if self.config.replay != "uniform":  # Uniform replay ignores priorities.
-            self.replay.update(batch.keys, update.td_error)
         metrics = {
-            "loss": update.loss, "epsilon": self.learner.epsilon(), "beta": beta,
-            "mean_abs_td_error": float(np.abs(update.td_error).mean()), "max_priority": self.replay.max_priority,
-            "min_importance_weight": float(batch.weights.min()),
+            "loss": update.loss, "epsilon": self.learner.epsilon(),
+            "mean_abs_td_error": float(np.abs(update.td_error).mean()),
         }  # fmt: skip
+        if self.config.replay != "uniform":  # Uniform replay ignores priorities, and its weights are all 1.
+            self.replay.update(batch.keys, update.td_error)
+            metrics.update(
+                beta=beta, max_priority=self.replay.max_priority, min_importance_weight=float(batch.weights.min())
+            )
         return metrics, update.greedy
 
     def progress(self) -> dict[str, float]:
-        return {
+        progress = {
             "replay": self.client.server_info()[REPLAY_TABLE].current_size,
             "epsilon": round(self.learner.epsilon(), 4),
-            "beta": round(self.learner.beta(), 4),
         }
+        if self.config.replay != "uniform":  # Beta anneals for uniform replay too, and weighs nothing.
+            progress["beta"] = round(self.learner.beta(), 4)
+        return progress
 
     def before_save(self) -> None:
         self.learner.sync_counters()

@@ -506,6 +506,19 @@ def test_a_step_samples_at_the_current_beta_and_updates_with_that_batchs_weights
     np.testing.assert_array_equal(weights, batch.weights)
 
 
+@pytest.mark.parametrize("variant", ["uniform", "proportional", "rank"])
+def test_only_a_prioritized_replay_logs_beta_priorities_and_weights(make_agent, variant):
+    """Uniform replay's weights are all 1 whatever beta is: its log does not show beta annealing."""
+    config = dataclasses.replace(TOY, replay=variant, alpha=0.0 if variant == "uniform" else 0.6)
+    agent = make_agent(config)
+    while not agent.learning_started():
+        agent.step()
+    logged = set(agent.step().metrics) | set(agent.progress())
+    prioritized = {"beta", "max_priority", "min_importance_weight"}
+    assert logged >= {"loss", "epsilon", "mean_abs_td_error", "replay"}
+    assert logged & prioritized == (set() if variant == "uniform" else prioritized)
+
+
 @IN_TURN_OR_OVERLAPPED
 @pytest.mark.parametrize("variant", ["proportional", "rank"])
 def test_new_transitions_enter_at_the_running_maximum_priority(make_agent, variant, min_replay_size):
