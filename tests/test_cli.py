@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import textwrap
@@ -781,3 +782,27 @@ def test_help_prints_the_whole_docstring_and_exits_0(help_flag: str):
     result = run(sys.executable, "-m", "reproduce.dashboard", help_flag)
     assert result.returncode == 0, result.stderr
     assert "This module lives outside the paper folders" in result.stdout
+
+
+def test_a_ctrl_c_while_a_command_imports_is_one_line_and_exit_130(tmp_path: pathlib.Path):
+    """A Ctrl-C in a command's first second (a terminal's, or a driver's handed to a run it has just started) came
+    out of whichever import was running as a traceback, or as SIGABRT from inside TensorFlow's. Here a module run
+    by `python -m` is interrupted while it imports: its package imports `common` first, as each of ours does."""
+    package = tmp_path / "starting"
+    package.mkdir()
+    (package / "__init__.py").write_text("import common\n")
+    interrupted = "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(20)\n"
+    (package / "imports.py").write_text(interrupted)
+    result = subprocess.run(
+        [sys.executable, "-m", "starting.imports"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    assert result.returncode == 130, result.stderr
+    assert result.stderr == "python -m starting.imports: interrupted; run the same command again\n"
+
+
+def test_importing_common_outside_a_command_keeps_the_ctrl_c_handler():
+    """A library use (a test runner, a notebook) keeps Python's KeyboardInterrupt: only `python -m` gets the exit."""
+    check = "import signal, common; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    result = run(sys.executable, "-c", check, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert result.returncode == 0 and result.stdout == "True\n", result.stderr
