@@ -269,6 +269,10 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
             client = reverb_server.connect(address, options.connect_timeout_s)
         record = run_dir.RunRecord(directory, config, options.role)
         reverb_server.claim(client, identity, record.run_id, directory.resolve())
+        if options.role == "learner":  # A learner started beside it on the same server may claim it after this.
+            stop = "stopping without saving (the run keeps its last checkpoint)"
+            watch = (client, identity, record.run_id, address, stop)
+            threading.Thread(target=reverb_server.exit_when_claimed, args=watch, daemon=True).start()
         # The run's config stays as saved; only this start's random draws change (`run_dir.segment_seed`).
         learner = parts.learner(dataclasses.replace(config, seed=record.seed), client, address, directory)
     actors = None

@@ -1350,6 +1350,37 @@ def test_a_learner_is_refused_a_server_that_another_runs_learner_claimed(tmp_pat
         srv.stop()
 
 
+def test_a_learner_stops_once_a_learner_started_beside_it_has_claimed_its_server(monkeypatch, capsys):
+    """Two learners started together on one server both passed `check_claim` before either claimed it, and both
+    trained on its replay. The one whose claim came first stops, unsaved, once it sees the other's."""
+    srv = server.make_server([tables.run_identity()])
+    client = reverb.Client(f"localhost:{srv.port}")
+    looks = []
+
+    def sleep(seconds: float) -> None:
+        looks.append(seconds)
+        assert len(looks) <= 3, "it never stopped"
+
+    def exit_(status: int) -> None:
+        raise SystemExit(status)
+
+    monkeypatch.setattr(server.time, "sleep", sleep)
+    monkeypatch.setattr(server.os, "_exit", exit_)
+    try:
+        server.claim(client, "run", "a" * 32, pathlib.Path("/runs/mine"))
+        with pytest.raises(AssertionError, match="it never stopped"):  # Its own claim: it trains on.
+            server.exit_when_claimed(client, "run", "a" * 32, "A:1", "THEN", period_s=7.0)
+        looks.clear()
+        server.claim(client, "run", "b" * 32, pathlib.Path("/runs/other"))
+        with pytest.raises(SystemExit) as stopped:
+            server.exit_when_claimed(client, "run", "a" * 32, "A:1", "THEN", period_s=7.0)
+        assert stopped.value.code == 1 and looks == [7.0]
+        said = "learner: the Reverb server at A:1 now serves the run in /runs/other, whose learner claimed it after "
+        assert capsys.readouterr().err == said + "this one; THEN\n"
+    finally:
+        srv.stop()
+
+
 def test_a_server_without_checkpoints_leaves_no_temporary_directory(tmp_path, monkeypatch):
     """Reverb's default checkpointer left an empty /tmp/tmpXXXXXXXX behind per server (1,300 after a day here)."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

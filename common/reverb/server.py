@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import pathlib
+import sys
 import tempfile
 import time
 from typing import Sequence
@@ -159,6 +160,31 @@ def check_claim(
     if owner is None or run is not None and (owner[0] == run[0] or run[0] is None and owner[1] == str(run[1])):
         return
     raise UsageError(f"the Reverb server at {address} serves the run in {owner[1]} (its learner's); {remedy}")
+
+
+def exit_when_claimed(
+    client: reverb.Client, table: str, run_id: str, address: str, then: str, period_s: float = 30.0
+) -> None:
+    """Ends this learner (status 1, nothing saved) once another run's learner has claimed the server, saying `then`.
+
+    Two learners started together on one server both pass `check_claim`
+    before either claims it, and the later claim stands (`claim`). The other
+    learner would go on sampling that run's replay, rewriting its priorities
+    and publishing parameters to its actors; saving would checkpoint that
+    run's tables. So it stops at once and its run keeps its last checkpoint.
+    """
+    while True:
+        time.sleep(period_s)
+        try:
+            owner = claimant(client, table)
+        except Exception:  # The server gone or too busy to answer: `common.launch.exit_when_server_gone` tells.
+            continue
+        if owner is not None and owner[0] != run_id:
+            print(
+                f"learner: the Reverb server at {address} now serves the run in {owner[1]}, whose learner claimed "
+                f"it after this one; {then}", file=sys.stderr, flush=True,
+            )  # fmt: skip
+            os._exit(1)
 
 
 def _settings(info: reverb.TableInfo) -> dict[str, object]:
