@@ -121,7 +121,7 @@ def run(
         manager.save(checkpoint_number=0)
     learner.start()
     episodes = run_dir.EpisodeLog(directory, tasks=config.tasks, resumed_at=learner.frames)
-    writer = run_dir.summary_writer(directory)
+    writer = run_dir.summary_writer(directory, learner.frames)
     progress = run_dir.Progress(config.total_frames, config.log_every_s)
     received: list[int] = []  # The stop signals that came; the loop stops once there is one.
     last_checkpoint = time.monotonic()

@@ -558,9 +558,30 @@ def duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
-def summary_writer(run_dir: pathlib.Path) -> tf.summary.SummaryWriter:
+def summary_writer(run_dir: pathlib.Path, frames: int) -> tf.summary.SummaryWriter:
+    """The TensorBoard writer of a start that continues after `frames`, once TensorBoard is told of the start.
+
+    A run that died between checkpoints (killed, its server or machine lost)
+    had logged past the checkpoint that its resume continues from. TensorBoard's
+    Python loader (`--load_fast=false`, or where its Rust data server is not
+    installed) drew both starts' curves over those frames; its Rust loader
+    drops a curve's points at and past a step that comes again, so it kept
+    only those between the checkpoint and the resumed start's first point.
+    So each start first writes a SessionLog
+    START event at frames + 1, in a file of its own: TensorBoard reads a run's
+    files in name order, which begins with the creation time, so the mark
+    comes after every earlier start's events and before this one's. At it the
+    Python loader drops the earlier events at or past its step (a run's first
+    START only begins it). The checkpoint's own point, logged as it saved, stays.
+    """
     # Imported here: the run directory's other helpers serve scripts (studies, suites) that
     # check their flags and plan runs without TensorFlow, whose import takes seconds.
     import tensorflow as tf
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
+    start = event_pb2.SessionLog(status=event_pb2.SessionLog.START)
+    marks = EventFileWriter(str(run_dir / "tb"))
+    marks.add_event(event_pb2.Event(step=frames + 1, wall_time=time.time(), session_log=start))
+    marks.close()
     return tf.summary.create_file_writer(str(run_dir / "tb"))

@@ -795,6 +795,28 @@ def test_tensorboard_ends_where_the_run_did_in_frames(tmp_path):
     assert summary_steps(tmp_path, "progress/queue") == [50]
 
 
+def tensorboard_steps(run_dir: pathlib.Path, tag: str) -> list[int]:
+    """The steps of `tag` that TensorBoard's Python loader shows, after its purge of orphaned data."""
+    from tensorboard.backend.event_processing import plugin_event_accumulator
+
+    loaded = plugin_event_accumulator.EventAccumulator(str(run_dir / "tb"), tensor_size_guidance={"scalars": 0})
+    loaded.Reload()
+    return [event.step for event in loaded.Tensors(tag)]
+
+
+def test_tensorboard_drops_what_a_run_logged_past_the_checkpoint_it_resumes_from(tmp_path):
+    """A run that died between checkpoints (here its loss went NaN; a kill or a lost server is the same) had
+    logged past its last checkpoint; resumed, TensorBoard's Python loader drew both starts' curves there."""
+    assert run_loop(tmp_path, ScriptedLearner(nan_at=6), total_frames=1000, checkpoint_every_s=3600.0) == 1
+    assert checkpoint_steps(tmp_path) == [0]
+    assert tensorboard_steps(tmp_path, "learner/loss") == [10, 20, 30, 40, 50]  # A first start drops nothing.
+    assert run_loop(tmp_path, ScriptedLearner(), total_frames=30) == 0  # Resumed from ckpt-0: frame 0.
+    assert summary_steps(tmp_path, "learner/loss") == [10, 20, 30, 40, 50, 10, 20, 30]  # Both are on disk.
+    assert tensorboard_steps(tmp_path, "learner/loss") == [10, 20, 30]
+    assert run_loop(tmp_path, ScriptedLearner(), total_frames=50) == 0  # Resumed from its end: it keeps it all.
+    assert tensorboard_steps(tmp_path, "learner/loss") == [10, 20, 30, 40, 50]
+
+
 class CsvReadingLearner(ScriptedLearner):
     """Reads episodes.csv at each step, as a dashboard, or a kill, would find it."""
 
