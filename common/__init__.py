@@ -24,8 +24,11 @@ def _interrupted_while_starting(signum: int, _) -> None:
     extension module's initialisation can abort the process instead (SIGABRT),
     which a driver of runs would report as a failure rather than a stop.
     """
-    argv = sys.orig_argv
-    module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else "the command"
+    option = next((i for i, arg in enumerate(sys.orig_argv) if arg.startswith("-m")), None)  # `-m M` or `-mM`.
+    if option is None:
+        module = "the command"
+    else:
+        module = sys.orig_argv[option][2:] or sys.orig_argv[option + 1]
     print(f"python -m {module}: interrupted; run the same command again", file=sys.stderr, flush=True)
     os._exit(128 + signum)
 

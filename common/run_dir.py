@@ -559,7 +559,7 @@ def duration(seconds: float) -> str:
 
 
 def summary_writer(run_dir: pathlib.Path, frames: int) -> tf.summary.SummaryWriter:
-    """The TensorBoard writer of a start that continues after `frames`, once TensorBoard is told of the start.
+    """The TensorBoard writer of a start that continues after `frames`, its start marked for TensorBoard.
 
     A run that died between checkpoints (killed, its server or machine lost)
     had logged past the checkpoint that its resume continues from. TensorBoard's
@@ -567,21 +567,25 @@ def summary_writer(run_dir: pathlib.Path, frames: int) -> tf.summary.SummaryWrit
     installed) drew both starts' curves over those frames; its Rust loader
     drops a curve's points at and past a step that comes again, so it kept
     only those between the checkpoint and the resumed start's first point.
-    So each start first writes a SessionLog
-    START event at frames + 1, in a file of its own: TensorBoard reads a run's
-    files in name order, which begins with the creation time, so the mark
-    comes after every earlier start's events and before this one's. At it the
-    Python loader drops the earlier events at or past its step (a run's first
-    START only begins it). The checkpoint's own point, logged as it saved, stays.
+    So each start also writes a SessionLog START event at frames + 1, at which
+    the Python loader drops the earlier events at or past that step (a run's
+    first START only begins it). The checkpoint's own point, logged as it
+    saved, stays. TensorBoard reads a run's files in name order, so the mark
+    goes in a file named to sort just before the writer's own.
     """
     # Imported here: the run directory's other helpers serve scripts (studies, suites) that
     # check their flags and plan runs without TensorFlow, whose import takes seconds.
     import tensorflow as tf
-    from tensorboard.compat.proto import event_pb2
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-    start = event_pb2.SessionLog(status=event_pb2.SessionLog.START)
-    marks = EventFileWriter(str(run_dir / "tb"))
-    marks.add_event(event_pb2.Event(step=frames + 1, wall_time=time.time(), session_log=start))
-    marks.close()
-    return tf.summary.create_file_writer(str(run_dir / "tb"))
+    directory = run_dir / "tb"
+    before = set(directory.glob("*.v2"))
+    writer = tf.summary.create_file_writer(str(directory))  # Its file, "events.out.tfevents.<time>...v2", now.
+    (events,) = set(directory.glob("*.v2")) - before  # One training process per run directory (`hold`).
+    now = time.time()
+    start = tf.compat.v1.Event(
+        wall_time=now, step=frames + 1, session_log=tf.compat.v1.SessionLog(status=tf.compat.v1.SessionLog.START)
+    )
+    with tf.io.TFRecordWriter(str(events.with_suffix(".start"))) as marks:  # Just before it: ".start" < ".v2".
+        marks.write(tf.compat.v1.Event(wall_time=now, file_version="brain.Event:2").SerializeToString())
+        marks.write(start.SerializeToString())
+    return writer

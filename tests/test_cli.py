@@ -784,7 +784,8 @@ def test_help_prints_the_whole_docstring_and_exits_0(help_flag: str):
     assert "This module lives outside the paper folders" in result.stdout
 
 
-def test_a_ctrl_c_while_a_command_imports_is_one_line_and_exit_130(tmp_path: pathlib.Path):
+@pytest.mark.parametrize("command", [["-m", "starting.imports"], ["-mstarting.imports"]])
+def test_a_ctrl_c_while_a_command_imports_is_one_line_and_exit_130(tmp_path: pathlib.Path, command: list[str]):
     """A Ctrl-C in a command's first second (a terminal's, or a driver's handed to a run it has just started) came
     out of whichever import was running as a traceback, or as SIGABRT from inside TensorFlow's. Here a module run
     by `python -m` is interrupted while it imports: its package imports `common` first, as each of ours does."""
@@ -794,7 +795,7 @@ def test_a_ctrl_c_while_a_command_imports_is_one_line_and_exit_130(tmp_path: pat
     interrupted = "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(20)\n"
     (package / "imports.py").write_text(interrupted)
     result = subprocess.run(
-        [sys.executable, "-m", "starting.imports"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        [sys.executable, *command], cwd=tmp_path, capture_output=True, text=True, timeout=60,
         env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     assert result.returncode == 130, result.stderr

@@ -807,12 +807,21 @@ def tensorboard_steps(run_dir: pathlib.Path, tag: str) -> list[int]:
 def test_tensorboard_drops_what_a_run_logged_past_the_checkpoint_it_resumes_from(tmp_path):
     """A run that died between checkpoints (here its loss went NaN; a kill or a lost server is the same) had
     logged past its last checkpoint; resumed, TensorBoard's Python loader drew both starts' curves there."""
+
+    def next_second() -> None:
+        # TensorFlow names a writer's file by the second, then by a count of the process's writers compared as
+        # text (".10" before ".9"): starts in one second of a process that has made many writers (this test
+        # runner) would be read out of order. A training run's starts are separate processes, seconds apart.
+        time.sleep(1 - time.time() % 1)
+
     assert run_loop(tmp_path, ScriptedLearner(nan_at=6), total_frames=1000, checkpoint_every_s=3600.0) == 1
     assert checkpoint_steps(tmp_path) == [0]
     assert tensorboard_steps(tmp_path, "learner/loss") == [10, 20, 30, 40, 50]  # A first start drops nothing.
+    next_second()
     assert run_loop(tmp_path, ScriptedLearner(), total_frames=30) == 0  # Resumed from ckpt-0: frame 0.
     assert summary_steps(tmp_path, "learner/loss") == [10, 20, 30, 40, 50, 10, 20, 30]  # Both are on disk.
     assert tensorboard_steps(tmp_path, "learner/loss") == [10, 20, 30]
+    next_second()
     assert run_loop(tmp_path, ScriptedLearner(), total_frames=50) == 0  # Resumed from its end: it keeps it all.
     assert tensorboard_steps(tmp_path, "learner/loss") == [10, 20, 30, 40, 50]
 

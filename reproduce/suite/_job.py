@@ -12,6 +12,7 @@ A failed step exits with its status, which the driver reports.
 from __future__ import annotations
 
 import pathlib
+import signal
 import sys
 
 from reproduce import _runs
@@ -31,4 +32,11 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    # Not `common.errors.cli`'s line, which names this command: the suite's driver says how to go on. Ctrl-C
+    # (the driver hands it to the job's group) stops the run or evaluation running, which saves.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        main(sys.argv)
+    except KeyboardInterrupt:
+        print(f"{sys.argv[2]}: interrupted", file=sys.stderr, flush=True)
+        sys.exit(128 + signal.SIGINT)
