@@ -13,6 +13,8 @@ import os
 import signal
 import sys
 
+from common.errors import INTERRUPTED
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
@@ -29,7 +31,7 @@ def _interrupted_while_starting(signum: int, _) -> None:
         module = "the command"
     else:
         module = sys.orig_argv[option][2:] or sys.orig_argv[option + 1]
-    print(f"python -m {module}: interrupted; run the same command again", file=sys.stderr, flush=True)
+    print(f"python -m {module}: {INTERRUPTED}", file=sys.stderr, flush=True)
     os._exit(128 + signum)
 
 

@@ -14,6 +14,8 @@ import sys
 from typing import Callable, Collection, Iterable, Sequence, TypeVar
 
 USAGE_EXIT_CODE = 2
+# After the program's name, where a Ctrl-C stopped a command before it wrote anything it could go on from.
+INTERRUPTED = "interrupted; run the same command again"
 
 F = TypeVar("F", bound=Callable)
 
@@ -72,7 +74,7 @@ def cli(main: F) -> F:
         except KeyboardInterrupt as interrupt:  # Ctrl-C outside a training loop (which saves and says so).
             # What such a command leaves resumes nothing (an evaluation, an exact study, a benchmark write only
             # at their end; a collection skips what it copied): the way on is the same command.
-            print(f"{_program_name()}: interrupted; run the same command again", file=sys.stderr)
+            print(f"{_program_name()}: {INTERRUPTED}", file=sys.stderr)
             sys.exit(getattr(interrupt, "exit_code", 128 + signal.SIGINT))
 
     return wrapped  # type: ignore[return-value]
