@@ -16,7 +16,6 @@ is answered in about a second rather than after TensorFlow's several.
 from __future__ import annotations
 
 import dataclasses
-import os
 import pathlib
 import signal
 import subprocess
@@ -28,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 from absl import flags
 
-from common import cli, native_log, run_dir, tables_dir
+from common import cli, native_log, process_exit, run_dir, signals, tables_dir
 from common import config as config_lib
 from common.errors import UsageError
 from common.reverb import ports
@@ -306,11 +305,9 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
             f"learner: lost the Reverb server at {address} ({type(error).__name__}: {error}); {gone}", file=sys.stderr
         )
         status = 1
-    sys.stdout.flush()
-    native_log.flush()
     # Reverb's in-process server and dataset threads do not always tear down
     # cleanly at interpreter exit; everything is saved, so leave at once.
-    os._exit(status)
+    process_exit.now(status)
 
 
 def run_server(agent: Agent, request: config_lib.Request, options: Options, config: Any) -> None:
@@ -499,8 +496,9 @@ def run_actor(parts: Parts, config: Any, options: Options) -> None:
     tf.config.threading.set_inter_op_parallelism_threads(1)
     name = f"actor {options.actor_id}"
     # A supervised actor runs in a session of its own, which a terminal's Ctrl-C does not reach (the learner
-    # stops it); one started by hand stops at once: it holds nothing to save.
-    signal.signal(signal.SIGINT, lambda signum, _: stop_actor(name, signum))
+    # stops it with SIGTERM); one started by hand stops at once: it holds nothing to save.
+    for signum in signals.STOP_SIGNALS:
+        signal.signal(signum, lambda signum, _: stop_actor(name, signum))
     client = reverb_server.connect(options.replay_address, options.connect_timeout_s)
     reverb_server.check_served(
         parts.tables(config),
@@ -533,7 +531,7 @@ def run_actor(parts: Parts, config: Any, options: Options) -> None:
 
 def stop_actor(name: str, signum: int) -> None:
     print(f"{name}: stopped by {signal.Signals(signum).name}", file=sys.stderr, flush=True)
-    os._exit(128 + signum)  # Not SystemExit: Reverb's client threads may hold the interpreter's exit.
+    process_exit.now(128 + signum)  # Not SystemExit: Reverb's client threads may hold the interpreter's exit.
 
 
 def actor_seed(seed: int, options: Options) -> int:
@@ -571,7 +569,7 @@ def exit_when_server_gone(address: str, name: str, patience_s: float, then: str,
         unreachable_since = unreachable_since or time.monotonic()
         if time.monotonic() - unreachable_since >= patience_s:
             print(f"{name}: Reverb server unreachable for {patience_s:.0f}s; {then}", file=sys.stderr, flush=True)
-            os._exit(1)
+            process_exit.now(1)
 
 
 class ActorSupervisor:

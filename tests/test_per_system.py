@@ -34,8 +34,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 TRAIN = [sys.executable, "-m", "per.train"]
 
 
-def run(*args, module=TRAIN, timeout=300):
-    return subprocess.run([*module, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+def run(*args, module=TRAIN, timeout=300, env=None):
+    return subprocess.run([*module, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def replay_sizes(output):
@@ -205,16 +205,24 @@ def test_an_actor_run_resumes_after_a_clean_stop(tmp_path):
 @pytest.mark.slow
 def test_a_run_that_acted_itself_resumes_with_actor_processes(tmp_path):
     """A run's config.json keeps its num_actors 0 on a resume with --actors 1: its learner's actors, started
-    with that config, were refused as actors of a learner that acts itself and restarted every second."""
-    run_dir = tmp_path / "run"
-    first = run("--preset=toy", f"--run_dir={run_dir}", "--frames=600")
+    with that config, were refused as actors of a learner that acts itself and restarted every second.
+
+    Neither the learner nor its actor leaves AutoGraph's files in the temporary directory: both end with
+    `os._exit`, which skips the exit handler that removes them (a score per process in /tmp before).
+    """
+    run_dir, temporary = tmp_path / "run", tmp_path / "tmp"
+    temporary.mkdir()
+    environment = {**os.environ, "TMPDIR": str(temporary)}
+    first = run("--preset=toy", f"--run_dir={run_dir}", "--frames=600", env=environment)
     assert first.returncode == 0, first.stdout + first.stderr
-    resumed = run(f"--run_dir={run_dir}", "--resume", "--frames=1200", "--actors=1")
+    resumed = run(f"--run_dir={run_dir}", "--resume", "--frames=1200", "--actors=1", env=environment)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert json.loads((run_dir / "config.json").read_text())["num_actors"] == 0  # As saved.
     final = json.loads((run_dir / "final.json").read_text())
     assert final["frames"] >= 1200 and final["segments"] == 2
     assert "restarting" not in resumed.stdout + resumed.stderr
+    assert "actor 0: stopped by SIGTERM" in (run_dir / "actor_0.log").read_text()
+    assert sorted(p.name for p in temporary.iterdir()) == []
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 import reverb
 
+from common import process_exit
 from common.errors import UsageError
 from common.reverb.ports import check_port_free
 
@@ -184,7 +185,7 @@ def exit_when_claimed(
                 f"learner: the Reverb server at {address} now serves the run in {owner[1]}, whose learner claimed "
                 f"it after this one; {then}", file=sys.stderr, flush=True,
             )  # fmt: skip
-            os._exit(1)
+            process_exit.now(1)
 
 
 def _settings(info: reverb.TableInfo) -> dict[str, object]:
