@@ -4,9 +4,9 @@ Importing this package first (every package's `__init__` does) silences
 TensorFlow's C++ INFO and WARNING lines before TensorFlow loads, so a user's
 one-line error is not buried under start-up chatter. Errors still print.
 
-In a command (`python -m <package>.<module>`), it also makes a Ctrl-C that
-comes while the command starts one line and exit 130, as `common.errors.cli`
-does once it takes over.
+In a command (`python -m <package>.<module>`), it also makes a Ctrl-C or a
+SIGTERM that comes while the command starts one line and exit 130 or 143, as
+`common.errors.cli` does once it takes over.
 """
 
 import os
@@ -19,12 +19,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def _interrupted_while_starting(signum: int, _) -> None:
-    """Ctrl-C before the entry point's own handling: nothing is written yet, so leave at once.
+    """Ctrl-C or SIGTERM before the entry point's own handling: nothing is written yet, so leave at once.
 
     Python's own KeyboardInterrupt would come out of whichever import was
     running (absl's, NumPy's, TensorFlow's) as a traceback, and one inside an
     extension module's initialisation can abort the process instead (SIGABRT),
     which a driver of runs would report as a failure rather than a stop.
+    SIGTERM's default action ended the command with no word.
     """
     option = next((i for i, arg in enumerate(sys.orig_argv) if arg.startswith("-m")), None)  # `-m M` or `-mM`.
     if option is None:
@@ -39,3 +40,4 @@ def _interrupted_while_starting(signum: int, _) -> None:
 # module it runs: a library use (a test runner, a notebook) keeps its own handler.
 if sys.argv[:1] == ["-m"]:
     signal.signal(signal.SIGINT, _interrupted_while_starting)
+    signal.signal(signal.SIGTERM, _interrupted_while_starting)

@@ -2,8 +2,8 @@
 
 Library code raises `UsageError`; entry points wrap their `main` in `cli` so a
 user who mistypes a flag, name or file sees one line and no traceback, and a
-Ctrl-C that no loop handles (an evaluation, a start-up) is one line too, exit
-130 as a shell reports it.
+Ctrl-C or SIGTERM that no loop handles (an evaluation, a start-up) is one line
+too, exit 130 or 143 as a shell reports it.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import functools
 import signal
 import sys
 from typing import Callable, Collection, Iterable, Sequence, TypeVar
+
+from common.signals import StopRequested
 
 USAGE_EXIT_CODE = 2
 # After the program's name, where a Ctrl-C stopped a command before it wrote anything it could go on from.
@@ -59,6 +61,12 @@ def _program_name() -> str:
     return sys.argv[0].rsplit("/", 1)[-1]
 
 
+def _terminated(signum: int, _) -> None:
+    """SIGTERM as the Ctrl-C of `cli` (exit 143); a second ends the process at once, as without a handler."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise StopRequested(signum)
+
+
 def cli(main: F) -> F:
     """Wraps an entry point so `UsageError` becomes a one-line exit 2."""
 
@@ -67,14 +75,20 @@ def cli(main: F) -> F:
         # Python leaves Ctrl-C ignored in a process started with it ignored (a
         # background job, a test runner's worker); here it stops any entry point.
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        # And `kill` as Ctrl-C: by its default action it ended a command with no word (a server without saying
+        # where its tables are, a learner waiting for its server). Put back after, for a caller in a library use.
+        previous = signal.signal(signal.SIGTERM, _terminated)
         try:
             return main(*args, **kwargs)
         except UsageError as error:
             exit_with_usage_error(error)
-        except KeyboardInterrupt as interrupt:  # Ctrl-C outside a training loop (which saves and says so).
+        except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM outside a training loop (which saves and says so).
             # What such a command leaves resumes nothing (an evaluation, an exact study, a benchmark write only
             # at their end; a collection skips what it copied): the way on is the same command.
             print(f"{_program_name()}: {INTERRUPTED}", file=sys.stderr)
             sys.exit(getattr(interrupt, "exit_code", 128 + signal.SIGINT))
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
     return wrapped  # type: ignore[return-value]

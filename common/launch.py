@@ -337,9 +337,11 @@ def run_server(agent: Agent, request: config_lib.Request, options: Options, conf
         served = sorted(server.localhost_client().server_info().items())
         sizes = ", ".join(f"{name} {info.current_size}" for name, info in served)
         print(f"serving the tables saved in {tables_dir.saved(tables_from)[-1]}: {sizes} items", flush=True)
-    print(f"Reverb server listening on port {server.port} (all interfaces; keep it on a private network)")
-    try:
-        server.wait()
+    try:  # From the line a user waits for on, a stop says what became of the tables.
+        listening = f"Reverb server listening on port {server.port} (all interfaces; keep it on a private network)"
+        print(listening, flush=True)
+        while True:  # Not Reverb's `server.wait()`, which a Ctrl-C ends but a SIGTERM's handler never reaches.
+            time.sleep(1.0)
     except KeyboardInterrupt as interrupt:
         print(f"interrupted: {server_stopped(agent.name, tables_from, options)}", file=sys.stderr, flush=True)
         sys.exit(getattr(interrupt, "exit_code", 128 + signal.SIGINT))

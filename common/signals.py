@@ -77,7 +77,7 @@ def call_handing_on(command: list[str], hang_up: bool = False, **popen: Any) -> 
 
 
 class StopRequested(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM reached a driver of child processes; it exits `exit_code` (128 + the signal)."""
+    """Ctrl-C or SIGTERM reached a driver of child processes (or SIGTERM any command); it exits `exit_code`."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 import usage_cases
 
-from common import cli
+from common import cli, errors
 from common import config as config_lib
 from common.errors import UsageError
 from impala.config import PRESETS as IMPALA_PRESETS
@@ -30,7 +30,7 @@ def run(*args, **kwargs):
 AGAINST_ROOT = """
 import json, pathlib, sys
 import common.results, reproduce
-from common import cli
+from common import cli, errors
 root = pathlib.Path(sys.argv.pop(1))
 reproduce.RESULTS = common.results.RESULTS = root / "results"
 reproduce.REPO_ROOT = root
@@ -184,7 +184,7 @@ def test_the_study_scripts_check_their_flags_without_loading_tensorflow(module):
 _CHECK_BEFORE_TENSORFLOW = """
 import json, sys
 from absl import flags
-from common import cli
+from common import cli, errors
 module, cases = sys.argv[1], json.loads(sys.argv[2])
 entry = __import__(module, fromlist=["main"])
 statuses = []
@@ -784,26 +784,59 @@ def test_help_prints_the_whole_docstring_and_exits_0(help_flag: str):
     assert "This module lives outside the paper folders" in result.stdout
 
 
-@pytest.mark.parametrize("command", [["-m", "starting.imports"], ["-mstarting.imports"]])
-def test_a_ctrl_c_while_a_command_imports_is_one_line_and_exit_130(tmp_path: pathlib.Path, command: list[str]):
+@pytest.mark.parametrize(
+    "command, stop",
+    [
+        (["-m", "starting.imports"], "SIGINT"),
+        (["-mstarting.imports"], "SIGINT"),
+        (["-m", "starting.imports"], "SIGTERM"),
+    ],
+)
+def test_a_stop_while_a_command_imports_is_one_line_and_exit_128_plus_the_signal(
+    tmp_path: pathlib.Path, command: list[str], stop: str
+):
     """A Ctrl-C in a command's first second (a terminal's, or a driver's handed to a run it has just started) came
-    out of whichever import was running as a traceback, or as SIGABRT from inside TensorFlow's. Here a module run
-    by `python -m` is interrupted while it imports: its package imports `common` first, as each of ours does."""
+    out of whichever import was running as a traceback, or as SIGABRT from inside TensorFlow's; a SIGTERM ended it
+    with no word. Here a module run by `python -m` is stopped while it imports: its package imports `common`
+    first, as each of ours does."""
     package = tmp_path / "starting"
     package.mkdir()
     (package / "__init__.py").write_text("import common\n")
-    interrupted = "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(20)\n"
-    (package / "imports.py").write_text(interrupted)
+    stopped = f"import os, signal, time\nos.kill(os.getpid(), signal.{stop})\ntime.sleep(20)\n"
+    (package / "imports.py").write_text(stopped)
     result = subprocess.run(
         [sys.executable, *command], cwd=tmp_path, capture_output=True, text=True, timeout=60,
         env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
-    assert result.returncode == 130, result.stderr
+    assert result.returncode == 128 + signal.Signals[stop], result.stderr
     assert result.stderr == "python -m starting.imports: interrupted; run the same command again\n"
 
 
-def test_importing_common_outside_a_command_keeps_the_ctrl_c_handler():
-    """A library use (a test runner, a notebook) keeps Python's KeyboardInterrupt: only `python -m` gets the exit."""
-    check = "import signal, common; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+def test_importing_common_outside_a_command_keeps_the_stop_handlers():
+    """A library use (a test runner, a notebook) keeps Python's KeyboardInterrupt and SIGTERM's default: only
+    `python -m` gets the exit."""
+    check = (
+        "import signal, common; "
+        "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler, signal.getsignal(signal.SIGTERM) == 0)"
+    )
     result = run(sys.executable, "-c", check, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    assert result.returncode == 0 and result.stdout == "True\n", result.stderr
+    assert result.returncode == 0 and result.stdout == "True True\n", result.stderr  # SIG_DFL is 0.
+
+
+def test_an_entry_point_puts_back_the_sigterm_handler_it_found():
+    """`cli` makes SIGTERM a Ctrl-C that exits 143 while the entry point runs, and only then (a library caller's
+    handler comes back)."""
+    seen = []
+
+    def main():
+        seen.append(signal.getsignal(signal.SIGTERM))
+
+    def mine(signum, _):
+        pass
+
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        errors.cli(main)()
+        assert seen[0] is not mine and signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, previous)

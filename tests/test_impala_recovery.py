@@ -175,10 +175,10 @@ def test_a_learner_is_refused_a_server_that_another_runs_learner_uses(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("role", ["actor", "learner"])
-def test_ctrl_c_stops_a_role_waiting_for_its_server(tmp_path, role):
+@pytest.mark.parametrize("role, stop", [("actor", "SIGINT"), ("learner", "SIGINT"), ("learner", "SIGTERM")])
+def test_a_stop_ends_a_role_waiting_for_its_server(tmp_path, role, stop):
     """A new user's trial: a hand-started actor ignored Ctrl-C and waited out its timeout for the server; a
-    learner stopped only when its timeout ended."""
+    learner stopped only when its timeout ended. Another's: `kill` ended a waiting learner with no word."""
     process = subprocess.Popen(
         [sys.executable, "-m", "impala.train", f"--role={role}", "--preset=toy", "--replay_address=localhost:1",
          "--connect_timeout_s=120", *([f"--run_dir={tmp_path / 'run'}"] if role == "learner" else [])],
@@ -186,8 +186,31 @@ def test_ctrl_c_stops_a_role_waiting_for_its_server(tmp_path, role):
     )  # fmt: skip
     assert process.stdout.readline() == "waiting for the Reverb server at localhost:1 (up to 120s)\n"
     signalled = time.monotonic()
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signal.Signals[stop])
     _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 130, stderr
+    assert process.returncode == 128 + signal.Signals[stop], stderr
     assert time.monotonic() - signalled < 20, "the stop waited for the connection's timeout"
+    said = f"actor 0: stopped by {stop}" if role == "actor" else "python -m impala.train: interrupted; run the same"
+    assert stderr.splitlines()[-1].startswith(said), stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_server_as_ctrl_c_does(tmp_path):
+    """A new user's trial: `kill` ended a hand-started server with no word, where Ctrl-C says what became of its
+    tables (PER's, saved in --tables_dir: `test_per_system`'s server, stopped by Ctrl-C)."""
+    port = 24000 + os.getpid() % 1000
+    process = subprocess.Popen(
+        [sys.executable, "-m", "impala.train", "--role=server", "--preset=toy", f"--port={port}"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout.readline().startswith(f"Reverb server listening on port {port}")
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 143, stderr
+    said = "interrupted: the server stopped, and its tables with it (impala saves none); the same command serves new"
+    assert f"{said} ones" in stderr.splitlines(), stderr  # Before Reverb's own last line, "Shutting down ...".
