@@ -279,7 +279,8 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
         actors = ActorSupervisor(
             agent.module, directory / "config.json", address, config.num_actors, directory, record.index
         )  # fmt: skip
-    print(f"run directory {directory}; Reverb at {address}", flush=True)
+    started = start_summary(agent, request, config, options.resume)
+    print(f"{started}; run directory {directory}; Reverb at {address}", flush=True)
     if budget_note:
         print(budget_note, flush=True)
     # How to continue (the default: this module, --run_dir, --resume), and what a learner says if its server goes.
@@ -308,6 +309,17 @@ def run(agent: Agent, request: config_lib.Request, options: Options) -> None:
     # Reverb's in-process server and dataset threads do not always tear down
     # cleanly at interpreter exit; everything is saved, so leave at once.
     process_exit.now(status)
+
+
+def start_summary(agent: Agent, request: config_lib.Request, config: Any, resume: bool) -> str:
+    """What a start trains, for its first line; a preset left out (the default) is named too."""
+    if resume:
+        source = "resumed"
+    elif request.config_file:
+        source = f"config {request.config_file}"
+    else:
+        source = f"preset {request.preset or agent.default_preset}"
+    return f"{agent.module}: {source}, {config.env}, {config.total_frames:,} frames, seed {config.seed}"
 
 
 def run_server(agent: Agent, request: config_lib.Request, options: Options, config: Any) -> None:

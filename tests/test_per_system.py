@@ -213,10 +213,13 @@ def test_a_run_that_acted_itself_resumes_with_actor_processes(tmp_path):
     run_dir, temporary = tmp_path / "run", tmp_path / "tmp"
     temporary.mkdir()
     environment = {**os.environ, "TMPDIR": str(temporary)}
-    first = run("--preset=toy", f"--run_dir={run_dir}", "--frames=600", env=environment)
+    first = run(f"--run_dir={run_dir}", "--frames=600", env=environment)
     assert first.returncode == 0, first.stdout + first.stderr
+    # The first line says what trains, the default preset too (a new user's trial: it went unsaid).
+    assert first.stdout.startswith(f"per.train: preset toy, toy:catch, 600 frames, seed 0; run directory {run_dir};")
     resumed = run(f"--run_dir={run_dir}", "--resume", "--frames=1200", "--actors=1", env=environment)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert resumed.stdout.startswith(f"per.train: resumed, toy:catch, 1,200 frames, seed 0; run directory {run_dir};")
     assert json.loads((run_dir / "config.json").read_text())["num_actors"] == 0  # As saved.
     final = json.loads((run_dir / "final.json").read_text())
     assert final["frames"] >= 1200 and final["segments"] == 2
