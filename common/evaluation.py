@@ -81,7 +81,7 @@ def load_config(directory: pathlib.Path, config_class: type, module: str) -> Any
     if not directory.exists():
         raise UsageError(f"{directory}: no such run directory")
     if not (directory / "config.json").is_file():
-        what = "a file" if directory.is_file() else "a directory without a config.json"
+        what = "a directory without a config.json" if directory.is_dir() else "a file"  # /dev/null too.
         raise UsageError(f"{directory} is {what}, not a run directory (give the directory a training run wrote)")
     run_dir.check_trained_by(directory, module)
     config = config_lib.load(config_class, directory / "config.json", "the run's")

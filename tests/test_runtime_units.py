@@ -121,6 +121,7 @@ def test_evaluating_what_is_not_a_run_directory_says_so(tmp_path):
     for path, message in [
         (tmp_path / "none", f"^{tmp_path / 'none'}: no such run directory$"),
         (config, f"^{config} is a file, not a run directory"),  # Was: .../config.json/config.json: no such file.
+        (pathlib.Path("/dev/null"), "^/dev/null is a file, not a run directory"),  # Was: "a directory without".
         (tmp_path.parent, f"^{tmp_path.parent} is a directory without a config.json, not a run directory"),
     ]:
         with pytest.raises(UsageError, match=message):
