@@ -206,12 +206,12 @@ def test_the_step_size_study_sets_the_small_step_beside_all_three_variants():
     )
     text = minatar.side_markdown("the step size", minatar.STEP_TEXT, rows, "full", shares)
     assert text.endswith(shares[-1] + "\n")
-    assert "One seed per arm: how much" in text
+    assert "One seed per arm and budget: how much" in text
     second_seed = [{**r, "seed": 1} for r in rows[:2]]  # The seed count follows the runs, a second seed of two arms.
     two_seeds = minatar.side_markdown("the step size", minatar.STEP_TEXT, rows + second_seed, "full")
-    assert "1-2 seeds per arm: how much" in two_seeds
+    assert "1-2 seeds per arm and budget: how much" in two_seeds
     every_arm = rows + [{**r, "seed": 1} for r in rows]
-    assert "frames. 2 seeds per arm: how" in minatar.side_markdown("s", minatar.STEP_TEXT, every_arm, "full")
+    assert "frames. 2 seeds per arm and budget: how" in minatar.side_markdown("s", minatar.STEP_TEXT, every_arm, "full")
     # A variant below uniform (Asterix's): the share of its deficit, (4.5 - 5) / (3 - 5); one equal to
     # uniform has no gap to share.
     behind = [
@@ -901,3 +901,35 @@ def test_the_mean_over_seeds_sets_each_variant_beside_uniform_on_the_same_seeds_
     assert "| seaquest | rank | 2,000,000 | 0, 1 | 1.265 | 1.11–1.42 | 19.400 | 19.4 |" in text
     assert "| freeway | proportional | 1,000,000 | 1, 2 | 50.200 | 50.00–50.40 | - | 49.9 |" in text
     assert minatar.over_seeds_lines(rows[:1]) == []
+
+
+def test_across_games_pools_the_budgets_every_variant_ran_on_every_game_with_two_seeds_or_more():
+    """Scores are divided by Y&T's DQN; 1M (seeds 1 and 2 everywhere) is pooled, 2M (seed 2 lacks Seaquest's rank
+    run) has one complete seed and is left out. Rank beats uniform in every run: P(above uniform) is 1, in every
+    resample. Proportional ties uniform on Breakout and loses elsewhere: 0.5 / 5 = 0.1."""
+    reference = minatar.published()
+
+    def row(game, variant, seed, frames, ratio):
+        return {"game": game, "variant": variant, "seed": seed, "frames": frames,
+                "last100": ratio * reference[game], "young_tian_dqn_5M": reference[game]}  # fmt: skip
+
+    def ratio(game, variant, seed):
+        level = "uniform" if (game, variant) == ("breakout", "proportional") else variant
+        return {"uniform": 0.5, "rank": 0.8, "proportional": 0.2}[level] + 0.1 * seed
+
+    jobs = [(game, variant, seed) for game in minatar.GAMES for variant in minatar.VARIANTS for seed in (1, 2)]
+    rows = [row(*job, 1_000_000, ratio(*job)) for job in jobs]
+    rows += [row(*job, 2_000_000, 1.0) for job in jobs if job != ("seaquest", "rank", 2)]
+    cells = {(c["frames"], c["variant"], c["statistic"]): c for c in minatar.across_games(rows)}
+    assert {frames for frames, _, _ in cells} == {1_000_000}
+    assert {c["seeds"] for c in cells.values()} == {"1 2"}
+    assert cells[1_000_000, "uniform", "mean"]["value"] == pytest.approx(0.65)  # Seeds at 0.6 and 0.7.
+    assert cells[1_000_000, "rank", "iqm"]["value"] == pytest.approx(0.95)
+    assert (1_000_000, "uniform", "p_above_uniform") not in cells
+    rank = cells[1_000_000, "rank", "p_above_uniform"]
+    assert (rank["value"], rank["ci_low"], rank["ci_high"]) == (1.0, 1.0, 1.0)
+    assert cells[1_000_000, "proportional", "p_above_uniform"]["value"] == pytest.approx(0.1)
+    text = "\n".join(minatar.across_games_lines(list(cells.values())))
+    assert "| 1,000,000 | 1, 2 | uniform | 0.65 [0.60, 0.70] | 0.65 [0.60, 0.70] | 0.65 [0.62, 0.68] | - |" in text
+    assert "| 1,000,000 | 1, 2 | rank | 0.95 [0.90, 1.00] |" in text
+    assert minatar.across_games([r for r in rows if r["seed"] == 1]) == []  # One seed: no interval.

@@ -258,3 +258,23 @@ def test_aggregate_with_one_resample_writes_its_figure(tmp_path: pathlib.Path):
     _suite_missing_a_game(tmp_path)
     result = _suite(str(tmp_path), "--reps=1", module="reproduce.suite.aggregate")
     assert result.returncode == 0, result.stderr
+
+
+def test_probability_of_improvement_is_rliables_over_every_pair_of_runs():
+    """Against rliable's per-game Mann-Whitney U (scipy), on scores with ties and unequal seed counts."""
+    from rliable import metrics
+
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 4, size=(3, 5)).astype(float), rng.integers(0, 4, size=(2, 5)).astype(float)
+    assert _stats.probability_of_improvement(x, y) == pytest.approx(metrics.probability_of_improvement(x, y))
+    # By hand: game 0, x (1, 2) against y (2, 0): 0 + 1 + 0.5 + 1 of 4 pairs; game 1, x always above.
+    assert _stats.probability_of_improvement(np.array([[1.0, 5], [2, 5]]), np.array([[2.0, 1], [0, 1]])) == 0.8125
+
+
+def test_the_improvement_interval_is_seeded_and_holds_its_point():
+    x, y = np.array([[1.0, 3, 2], [2, 1, 3]]), np.array([[1.5, 2, 2], [0.5, 2, 4]])
+    first = _stats.improvement(x, y, reps=200)
+    assert first == _stats.improvement(x, y, reps=200)
+    assert first["ci_low"] <= first["value"] <= first["ci_high"]
+    with pytest.raises(UsageError, match="same games"):
+        _stats.improvement(x, y[:, :2], reps=10)

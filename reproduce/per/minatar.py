@@ -54,7 +54,11 @@ times, possibly on different machines:
 
 Outputs: minatar.csv (one row per game x variant x seed, and per budget of an
 extended run: `game, variant, seed, frames, last100, ...`), minatar.md,
-minatar.png, minatar.provenance.json.
+minatar.png, minatar.provenance.json; minatar_aggregates.csv (from the same
+runs, once every variant has run all 5 games on two seeds at one budget): each
+variant's aggregates over the games of the score divided by Y&T's DQN, with
+stratified-bootstrap intervals (rliable, Agarwal et al. 2021), and its
+probability of improvement over uniform.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ from common.errors import check_choices  # noqa: E402
 from per import td_errors  # noqa: E402
 from per.config import PRESETS, PerConfig  # noqa: E402
 from reproduce import _runs  # noqa: E402
+from reproduce.suite import _stats  # noqa: E402
 
 VARIANTS = {"uniform": "minatar_ddqn", "rank": "minatar_ddqn_rank", "proportional": "minatar_ddqn_prop"}
 # PER App. Fig. 12's arms: the rank-based preset with beta held fixed.
@@ -105,6 +110,9 @@ FIG12_CURVES = ("uniform", "rank", "rank_full_is", "rank_no_is")  # Fig. 12 show
 FIG12_FRACTIONS = (0.25, 0.5, 1.0)
 RATIO_CURVES = ("uniform", "uniform_every_4")
 STEP_CURVES = ("uniform", "uniform_small_step", "rank", "proportional")
+# Stratified-bootstrap resamples of the across-games aggregates (rliable's default is 50,000: 2,000
+# keep --summarise_only to seconds and move a 95% interval's ends by about 0.01).
+AGGREGATE_REPS = 2_000
 TD_ERROR_SNAPSHOTS = 20  # App. Fig. 10's snapshots per run (PER: one per 10^6 of 200M frames).
 FRAMES = {"quick": 15_000, "full": 2_000_000}
 DEFAULT_GAMES = {"quick": ["breakout"], "full": list(GAMES)}
@@ -196,8 +204,10 @@ def table_rows(summaries: list[dict], reference: dict[str, float], arms=VARIANTS
     return rows
 
 
-def markdown(rows: list[dict], profile: str, step_size_run: bool = False, notes: list[str] = ()) -> str:
-    """The main table; `notes` (`beside_uniforms_curve`), if any, follow it."""
+def markdown(
+    rows: list[dict], profile: str, step_size_run: bool = False, notes: list[str] = (), pooled: list[dict] = ()
+) -> str:
+    """The main table; `notes` (`beside_uniforms_curve`), if any, follow it, and `pooled` (`across_games`) last."""
     frames = sorted({r["frames"] for r in rows})
     lines = [
         reproduce.heading(
@@ -225,6 +235,8 @@ def markdown(rows: list[dict], profile: str, step_size_run: bool = False, notes:
     seeded = over_seeds_lines(rows)
     if seeded:
         lines += ["", *seeded]
+    if pooled:
+        lines += ["", *across_games_lines(pooled)]
     lines += ["", *verdicts(rows), progress_line(rows, profile), *_runs.extended(rows)]
     return "\n".join(lines) + "\n"
 
@@ -302,11 +314,11 @@ def seeds(rows: list[dict]) -> str:
 
 
 def seeds_text(rows: list[dict], step_size_run: bool = False) -> list[str]:
-    """What the runs can and cannot say: their seeds per game and variant, and the step sizes they differ in."""
+    """What the runs can and cannot say: their seeds per game, variant and budget, and the step sizes they differ in."""
     where = "step_size.md" if step_size_run else "step_size.md, once it has run"
     return [
-        f"{seeds(rows)} per game and variant, and Reverb's sampler takes no seed, so two runs of one config and",
-        "seed differ (the README gives a repeat). The prioritized variants also take a quarter of uniform's",
+        f"{seeds(rows)} per game, variant and budget, and Reverb's sampler takes no seed, so two runs of one",
+        "config and seed differ (the README gives a repeat). The prioritized variants also take a quarter of uniform's",
         f"step size, which the arm `uniform_small_step` ({where}) separates from",
         "prioritization. A gap between variants in a few runs of each is an observation, not a measured effect.",
     ]
@@ -462,6 +474,63 @@ def over_seeds_lines(rows: list[dict]) -> list[str]:
     ]
 
 
+def across_games(rows: list[dict]) -> list[dict]:
+    """Each variant's aggregates over the 5 games of `last100` / Y&T's DQN (at 5M), per budget run in full.
+
+    A budget counts where every variant ran every game on the same two seeds
+    or more (rliable's [seeds, games] matrix has no holes; one seed gives no
+    interval). Rows `frames, seeds, variant, statistic, value, ci_low,
+    ci_high`: `_stats.STATISTICS` (Agarwal et al. 2021's median, mean, IQM,
+    and the mean capped at 1, here at Y&T's level), and for the prioritized
+    variants `p_above_uniform`, the probability of improvement over uniform;
+    95% stratified-bootstrap intervals.
+    """
+    scores = {(r["game"], r["variant"], r["seed"], r["frames"]): r["last100"] / r["young_tian_dqn_5M"] for r in rows}
+    out = []
+    for frames in sorted({r["frames"] for r in rows}):
+        seeds = sorted(
+            seed for seed in {r["seed"] for r in rows}
+            if all((g, v, seed, frames) in scores for g in GAMES for v in VARIANTS)
+        )  # fmt: skip
+        if len(seeds) < 2:
+            continue
+        matrix = {v: np.array([[scores[g, v, seed, frames] for g in GAMES] for seed in seeds]) for v in VARIANTS}
+        for variant in VARIANTS:
+            stats = _stats.aggregates(matrix[variant], AGGREGATE_REPS)
+            if variant != "uniform":
+                pair = _stats.improvement(matrix[variant], matrix["uniform"], AGGREGATE_REPS)
+                stats.append({"statistic": "p_above_uniform", **pair})
+            out += [{"frames": frames, "seeds": " ".join(map(str, seeds)), "variant": variant, **s} for s in stats]
+    return out
+
+
+def across_games_lines(cells: list[dict]) -> list[str]:
+    """The markdown of `across_games`: one row per budget and variant."""
+    shown = ("median", "iqm", "mean", "p_above_uniform")
+    by_row = collections.defaultdict(dict)
+    for c in cells:
+        by_row[c["frames"], c["seeds"], c["variant"]][c["statistic"]] = c
+    header = ["frames", "seeds", "variant", "median", "IQM", "mean", "P(above uniform)"]
+    body = [
+        [f"{frames:,}", seeds.replace(" ", ", "), variant,
+         *(f"{s['value']:.2f} [{s['ci_low']:.2f}, {s['ci_high']:.2f}]" if (s := stats.get(name)) else "-"
+           for name in shown)]
+        for (frames, seeds, variant), stats in by_row.items()
+    ]  # fmt: skip
+    return [
+        "Across games: each run's `last100` divided by Y&T's DQN (at 5M), then, as Agarwal et al. 2021",
+        "recommend (`rliable`), the median over games of the seeds' mean, the interquartile mean (IQM) and",
+        "the mean over all runs, and P(above uniform): the chance that a run of the variant scores above a",
+        "run of uniform on the same game (a tie counts a half), averaged over games; 0.5 is no difference.",
+        f"In brackets, 95% percentile intervals from {AGGREGATE_REPS:,} stratified-bootstrap resamples of",
+        "the seeds within each game. Only budgets that every variant ran on all 5 games with the same two",
+        "seeds or more. Two seeds a game give a resample at most three distinct means a game, so these",
+        "intervals understate the uncertainty: read them as its lower bound.",
+        "",
+        *markdown_table(header, body),
+    ]
+
+
 def beside_uniform(cell: dict) -> str:
     """The `uniform, same seeds` cell: uniform's mean, `baseline` (uniform's own), or `-` (uniform lacks a seed)."""
     if cell["variant"] == "uniform":
@@ -530,7 +599,7 @@ FIG12_TEXT = (
     "`rank_full_is`: beta = 1 throughout, uniform's step size; `rank_no_is`: beta = 0, the step size",
     "divided by 4 (PER App. Fig. 12's two arms); `rank`: beta annealed 0.5 -> 1 (Table 3), the step size",
     "divided by 4; `uniform`: alpha = 0. `last100`: the mean return of the last 100 training episodes.",
-    "{seeds} per arm: an illustration of the trade-off PER describes (uncorrected prioritization learns",
+    "{seeds} per arm and budget: an illustration of the trade-off PER describes (uncorrected prioritization learns",
     "faster early, correction is safer later), not a measurement of it.",
 )
 RATIO_TEXT = (
@@ -538,14 +607,14 @@ RATIO_TEXT = (
     "insert), the target copied every 1,000 updates; `uniform_every_4`: one update per 4 agent steps",
     "(PER §4's ratio, 8 samples per insert), the target copied every 250 updates. Both copy it every",
     "1,000 frames, as Y&T; nothing else differs. `last100`: the mean return of the last 100 training",
-    "episodes, Y&T's statistic; their DQN is shown at its budget of 5M frames. {seeds} per arm: what",
+    "episodes, Y&T's statistic; their DQN is shown at its budget of 5M frames. {seeds} per arm and budget: what",
     "the presets' ratio gains over PER's at this budget, not a measurement of its size.",
 )
 STEP_TEXT = (
     "`uniform`: the preset, Y&T's step size 0.00025; `uniform_small_step`: uniform replay at 0.0000625, the",
     "step size of `rank` and `proportional` (PER App. B.2.2 divides it by 4 with prioritization). Everything",
     "else is the preset's. `last100`: the mean return of the last 100 training episodes, Y&T's statistic;",
-    "their DQN is shown at its budget of 5M frames. {seeds} per arm: how much of the prioritized variants'",
+    "their DQN is shown at its budget of 5M frames. {seeds} per arm and budget: how much of the prioritized variants'",
     "gap to uniform in minatar.md, a lead or a deficit, the smaller step alone gives, not a measurement of it.",
 )
 
@@ -761,7 +830,10 @@ def main(argv: list[str]) -> None:
     rows = table_rows(main_runs, reference)
     reproduce.write_csv(out / "minatar.csv", rows)
     step_size_run = any(s["variant"] in STEP_ARMS for s in summaries)
-    text = markdown(rows, FLAGS.profile, step_size_run, beside_uniforms_curve(main_runs))
+    pooled = across_games(rows)
+    if pooled:
+        reproduce.write_csv(out / "minatar_aggregates.csv", pooled)
+    text = markdown(rows, FLAGS.profile, step_size_run, beside_uniforms_curve(main_runs), pooled)
     (out / "minatar.md").write_text(text)
     plot(main_runs, reference, out / "minatar.png")
     write_provenance(out, "minatar", main_runs, start)

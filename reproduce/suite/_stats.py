@@ -9,9 +9,10 @@ bootstrap that resamples seeds within each game (stratified), games fixed.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
-from typing import Mapping
+from typing import Iterator, Mapping
 
 import numpy as np
 
@@ -88,14 +89,8 @@ def aggregates(matrix: np.ndarray, reps: int, seed: int = 0) -> list[dict]:
 
     if matrix.ndim != 2 or not matrix.size:
         raise UsageError(f"need scores of at least one seed on every game, got shape {matrix.shape}")
-    # rliable's stratified bootstrap draws its resamples from numpy's global generator (`np.random.choice`),
-    # whatever `random_state` it is given: seed that generator here, and give the caller's state back.
-    caller_state = np.random.get_state()
-    np.random.seed(seed)
-    try:
+    with _global_seed(seed):
         points, intervals = library.get_interval_estimates({"suite": matrix}, _statistics, reps=reps)
-    finally:
-        np.random.set_state(caller_state)
     return [
         {
             "statistic": name,
@@ -105,3 +100,50 @@ def aggregates(matrix: np.ndarray, reps: int, seed: int = 0) -> list[dict]:
         }
         for i, name in enumerate(STATISTICS)
     ]
+
+
+def improvement(x: np.ndarray, y: np.ndarray, reps: int, seed: int = 0) -> dict:
+    """P(X > Y), the probability of improvement of Agarwal et al. 2021 (§5), with its 95% percentile interval.
+
+    x, y: [seeds, games] matrices of two agents on the same games. The
+    bootstrap resamples each agent's seeds within each game.
+    """
+    from rliable import library
+
+    if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1] or not x.size or not y.size:
+        raise UsageError(f"need two agents' scores on the same games, got shapes {x.shape} and {y.shape}")
+    with _global_seed(seed):
+        points, intervals = library.get_interval_estimates(
+            {"pair": [x, y]}, lambda a, b: np.array([probability_of_improvement(a, b)]), reps=reps
+        )
+    return {"value": float(points["pair"][0]), "ci_low": float(intervals["pair"][0, 0]),
+            "ci_high": float(intervals["pair"][1, 0])}  # fmt: skip
+
+
+def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> float:
+    """Per game, the chance that a run of X scores above a run of Y, a tie counting a half; the mean over games.
+
+    x: [seeds_x, games], y: [seeds_y, games]. Per game this is the Mann-Whitney
+    U statistic over the seeds_x * seeds_y pairs, what rliable's
+    `metrics.probability_of_improvement` computes one game at a time with
+    scipy; here all pairs at once, so that a bootstrap of thousands of
+    resamples takes a second rather than a quarter of a minute.
+    """
+    above = x[:, None, :] > y[None, :, :]
+    tied = x[:, None, :] == y[None, :, :]
+    return float(np.mean(above.mean(axis=(0, 1)) + 0.5 * tied.mean(axis=(0, 1))))
+
+
+@contextlib.contextmanager
+def _global_seed(seed: int) -> Iterator[None]:
+    """numpy's global generator seeded with `seed` inside the block, the caller's state given back after.
+
+    rliable's stratified bootstrap draws its resamples from the global generator
+    (`np.random.choice`), whatever `random_state` it is given.
+    """
+    caller_state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(caller_state)
