@@ -703,9 +703,11 @@ STUDIES: tuple[Study, ...] = (
         "(PER Fig. 4/7 analogue; App. Fig. 10 from the same runs)",
         "`python -m reproduce.per.minatar --profile full "
         "[--games G --variants V --frames N [--extend] | --summarise_only]`",
-        "`per/full/minatar.{csv,md,png}`, `fig10_<game>.png`, one summary per run in `per/full/minatar_runs/`",
+        "`per/full/minatar.{csv,md,png}`, `minatar_aggregates.csv` (pooled over the games), `fig10_<game>.png`, "
+        "one summary per run in `per/full/minatar_runs/`",
         "reduced: MinAtar, 2M frames per run (the profile's; `--extend` trains runs on toward Young & Tian's 5M), "
-        "seed 0 on every game, a second seed where the table lists one; assembled across sessions (the table lists "
+        "seeds 0 and 1 on every game and variant, and runs of 1M (seeds 1 and 2) where the table lists them; "
+        "assembled across sessions (the table lists "
         "the runs still missing); restarted at Young & Tian's ratio and optimizer (one update per step, no "
         "momentum), the earlier studies archived below",
         "per/full/minatar",
