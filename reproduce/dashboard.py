@@ -703,7 +703,7 @@ STUDIES: tuple[Study, ...] = (
         "(PER Fig. 4/7 analogue; App. Fig. 10 from the same runs)",
         "`python -m reproduce.per.minatar --profile full "
         "[--games G --variants V --frames N [--extend] | --summarise_only]`",
-        "`per/full/minatar.{csv,md,png}`, `minatar_aggregates.csv` (pooled over the games), `fig10_<game>.png`, "
+        "`per/full/minatar.{csv,md,png}`, `minatar_aggregates.{csv,png}` (pooled over the games), `fig10_<game>.png`, "
         "one summary per run in `per/full/minatar_runs/`",
         "reduced: MinAtar, 2M frames per run (the profile's; `--extend` trains runs on toward Young & Tian's 5M), "
         "seeds 0 and 1 on every game and variant, and runs of 1M (seeds 1 and 2) where the table lists them; "

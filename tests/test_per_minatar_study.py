@@ -903,7 +903,7 @@ def test_the_mean_over_seeds_sets_each_variant_beside_uniform_on_the_same_seeds_
     assert minatar.over_seeds_lines(rows[:1]) == []
 
 
-def test_across_games_pools_the_budgets_every_variant_ran_on_every_game_with_two_seeds_or_more():
+def test_across_games_pools_the_budgets_every_variant_ran_on_every_game_with_two_seeds_or_more(tmp_path):
     """Scores are divided by Y&T's DQN; 1M (seeds 1 and 2 everywhere) is pooled, 2M (seed 2 lacks Seaquest's rank
     run) has one complete seed and is left out. Rank beats uniform in every run: P(above uniform) is 1, in every
     resample. Proportional ties uniform on Breakout and loses elsewhere: 0.5 / 5 = 0.1."""
@@ -933,3 +933,6 @@ def test_across_games_pools_the_budgets_every_variant_ran_on_every_game_with_two
     assert "| 1,000,000 | 1, 2 | uniform | 0.65 [0.60, 0.70] | 0.65 [0.60, 0.70] | 0.65 [0.62, 0.68] | - |" in text
     assert "| 1,000,000 | 1, 2 | rank | 0.95 [0.90, 1.00] |" in text
     assert minatar.across_games([r for r in rows if r["seed"] == 1]) == []  # One seed: no interval.
+    minatar.plot_across_games(list(cells.values()), tmp_path / "pooled.png")
+    height, width, _ = matplotlib.image.imread(tmp_path / "pooled.png").shape
+    assert width > 5 * height  # One row (one budget) of four panels; two rows would be under 4 times as wide.

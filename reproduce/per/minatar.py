@@ -54,8 +54,8 @@ times, possibly on different machines:
 
 Outputs: minatar.csv (one row per game x variant x seed, and per budget of an
 extended run: `game, variant, seed, frames, last100, ...`), minatar.md,
-minatar.png, minatar.provenance.json; minatar_aggregates.csv (from the same
-runs, once every variant has run all 5 games on two seeds at one budget): each
+minatar.png, minatar.provenance.json; minatar_aggregates.{csv,png} (from the
+same runs, once every variant has run all 5 games on two seeds at one budget): each
 variant's aggregates over the games of the score divided by Y&T's DQN, with
 stratified-bootstrap intervals (rliable, Agarwal et al. 2021), and its
 probability of improvement over uniform.
@@ -595,6 +595,35 @@ def plot(
     plt.close(fig)
 
 
+POOLED_PANELS = {"median": "median", "iqm": "IQM", "mean": "mean", "p_above_uniform": "P(above uniform)"}
+
+
+def plot_across_games(cells: list[dict], path: pathlib.Path) -> None:
+    """`across_games` as rliable draws interval estimates: a row per budget, a panel per statistic, each variant's
+    point and 95% interval; Y&T's level (1) and no difference (0.5) as lines."""
+    budgets = list(dict.fromkeys((c["frames"], c["seeds"]) for c in cells))
+    fig, axes = plt.subplots(
+        len(budgets), len(POOLED_PANELS), figsize=(3.2 * len(POOLED_PANELS), 0.6 + 1.4 * len(budgets)), squeeze=False
+    )
+    for row, (frames, seeds) in zip(axes, budgets):
+        for ax, (statistic, name) in zip(row, POOLED_PANELS.items()):
+            for y, variant in enumerate(VARIANTS):
+                for c in cells:
+                    if (c["frames"], c["seeds"], c["variant"], c["statistic"]) == (frames, seeds, variant, statistic):
+                        error = [[c["value"] - c["ci_low"]], [c["ci_high"] - c["value"]]]
+                        ax.errorbar(c["value"], y, xerr=error, fmt="o", color=ARM_COLOURS[variant], capsize=3)
+            ax.axvline(0.5 if statistic == "p_above_uniform" else 1.0, color="grey", ls=":")
+            ax.set_yticks(range(len(VARIANTS)), list(VARIANTS) if ax is row[0] else [])
+            ax.set_ylim(-0.5, len(VARIANTS) - 0.5)
+            ax.set_title(f"{name}, {frames:,} frames (seeds {seeds.replace(' ', ', ')})", fontsize=8)
+    for ax in axes[-1]:
+        ax.set_xlabel("probability" if ax is axes[-1][-1] else "score / Y&T DQN (5M)")
+    fig.suptitle("Double DQN on MinAtar, pooled over the 5 games: 95% stratified-bootstrap intervals", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 FIG12_TEXT = (
     "`rank_full_is`: beta = 1 throughout, uniform's step size; `rank_no_is`: beta = 0, the step size",
     "divided by 4 (PER App. Fig. 12's two arms); `rank`: beta annealed 0.5 -> 1 (Table 3), the step size",
@@ -833,6 +862,7 @@ def main(argv: list[str]) -> None:
     pooled = across_games(rows)
     if pooled:
         reproduce.write_csv(out / "minatar_aggregates.csv", pooled)
+        plot_across_games(pooled, out / "minatar_aggregates.png")
     text = markdown(rows, FLAGS.profile, step_size_run, beside_uniforms_curve(main_runs), pooled)
     (out / "minatar.md").write_text(text)
     plot(main_runs, reference, out / "minatar.png")
