@@ -64,7 +64,6 @@ probability of improvement over uniform.
 from __future__ import annotations
 
 import collections
-import csv
 import decimal
 import pathlib
 import textwrap
@@ -171,8 +170,8 @@ def curve_resolution(summary: dict) -> int | None:
 
 
 def published() -> dict[str, float]:
-    with open(reproduce.RESULTS / "published" / "minatar_young2019_5M.csv", newline="") as f:
-        return {r["game"]: float(r["dqn"]) for r in csv.DictReader(f)}
+    """Young & Tian's DQN at 5M frames per game: the suites' MinAtar reference, read once."""
+    return dict(_stats.minatar_dqn())
 
 
 def in_table_order(summaries: list[dict], arms) -> list[dict]:
@@ -603,16 +602,16 @@ def plot_across_games(cells: list[dict], path: pathlib.Path) -> None:
     """`across_games` as rliable draws interval estimates: a row per budget, a panel per statistic, each variant's
     point and 95% interval; Y&T's level (1) and no difference (0.5) as lines."""
     budgets = list(dict.fromkeys((c["frames"], c["seeds"]) for c in cells))
+    by_key = {(c["frames"], c["seeds"], c["variant"], c["statistic"]): c for c in cells}
     fig, axes = plt.subplots(
         len(budgets), len(POOLED_PANELS), figsize=(3.2 * len(POOLED_PANELS), 0.6 + 1.4 * len(budgets)), squeeze=False
     )
     for row, (frames, seeds) in zip(axes, budgets):
         for ax, (statistic, name) in zip(row, POOLED_PANELS.items()):
             for y, variant in enumerate(VARIANTS):
-                for c in cells:
-                    if (c["frames"], c["seeds"], c["variant"], c["statistic"]) == (frames, seeds, variant, statistic):
-                        error = [[c["value"] - c["ci_low"]], [c["ci_high"] - c["value"]]]
-                        ax.errorbar(c["value"], y, xerr=error, fmt="o", color=ARM_COLOURS[variant], capsize=3)
+                if c := by_key.get((frames, seeds, variant, statistic)):
+                    error = [[c["value"] - c["ci_low"]], [c["ci_high"] - c["value"]]]
+                    ax.errorbar(c["value"], y, xerr=error, fmt="o", color=ARM_COLOURS[variant], capsize=3)
             ax.axvline(0.5 if statistic == "p_above_uniform" else 1.0, color="grey", ls=":")
             ax.set_yticks(range(len(VARIANTS)), list(VARIANTS) if ax is row[0] else [])
             ax.set_ylim(-0.5, len(VARIANTS) - 0.5)
