@@ -431,6 +431,15 @@ def test_the_committed_tables_are_what_the_committed_summaries_make(tmp_path, mo
     assert "minatar.md" in rebuilt
     for name in rebuilt:
         assert (results / "per" / "full" / name).read_text() == (committed / name).read_text(), f"{name} is stale"
+    # Every table and figure written is in a record's outputs, whatever its name (the aggregates are minatar's).
+    written = {p.name for p in (results / "per" / "full").iterdir() if p.is_file() and "provenance" not in p.name}
+    recorded = {
+        name
+        for record in (results / "per" / "full").glob("*.provenance.json")
+        for name in json.loads(record.read_text())["outputs"]
+    }
+    assert minatar.AGGREGATE_FILES[0] in written
+    assert written <= recorded, f"written without provenance: {sorted(written - recorded)}"
 
 
 def committed_summary() -> dict:
@@ -936,3 +945,7 @@ def test_across_games_pools_the_budgets_every_variant_ran_on_every_game_with_two
     minatar.plot_across_games(list(cells.values()), tmp_path / "pooled.png")
     height, width, _ = matplotlib.image.imread(tmp_path / "pooled.png").shape
     assert width > 5 * height  # One row (one budget) of four panels; two rows would be under 4 times as wide.
+    minatar.write_across_games(list(cells.values()), tmp_path)
+    assert all((tmp_path / name).stat().st_size for name in minatar.AGGREGATE_FILES)
+    minatar.write_across_games([], tmp_path)  # Nothing pools (summaries removed): no earlier pair is left.
+    assert not any((tmp_path / name).exists() for name in minatar.AGGREGATE_FILES)

@@ -113,6 +113,8 @@ STEP_CURVES = ("uniform", "uniform_small_step", "rank", "proportional")
 # keep --summarise_only to seconds (4.5 s against 65 s here) and moved no 95% interval's end on the
 # committed runs by more than 0.013 (measured 2026-12-07).
 AGGREGATE_REPS = 2_000
+# Written beside minatar.* and recorded in minatar.provenance.json, whose stem does not name them.
+AGGREGATE_FILES = ("minatar_aggregates.csv", "minatar_aggregates.png")
 TD_ERROR_SNAPSHOTS = 20  # App. Fig. 10's snapshots per run (PER: one per 10^6 of 200M frames).
 FRAMES = {"quick": 15_000, "full": 2_000_000}
 DEFAULT_GAMES = {"quick": ["breakout"], "full": list(GAMES)}
@@ -598,6 +600,16 @@ def plot(
 POOLED_PANELS = {"median": "median", "iqm": "IQM", "mean": "mean", "p_above_uniform": "P(above uniform)"}
 
 
+def write_across_games(pooled: list[dict], out: pathlib.Path) -> None:
+    """`AGGREGATE_FILES` from `across_games`'s cells; with none (no budget pools yet), no earlier pair is left."""
+    if not pooled:
+        for name in AGGREGATE_FILES:
+            (out / name).unlink(missing_ok=True)
+        return
+    reproduce.write_csv(out / AGGREGATE_FILES[0], pooled)
+    plot_across_games(pooled, out / AGGREGATE_FILES[1])
+
+
 def plot_across_games(cells: list[dict], path: pathlib.Path) -> None:
     """`across_games` as rliable draws interval estimates: a row per budget, a panel per statistic, each variant's
     point and 95% interval; Y&T's level (1) and no difference (0.5) as lines."""
@@ -860,13 +872,11 @@ def main(argv: list[str]) -> None:
     reproduce.write_csv(out / "minatar.csv", rows)
     step_size_run = any(s["variant"] in STEP_ARMS for s in summaries)
     pooled = across_games(rows)
-    if pooled:
-        reproduce.write_csv(out / "minatar_aggregates.csv", pooled)
-        plot_across_games(pooled, out / "minatar_aggregates.png")
+    write_across_games(pooled, out)
     text = markdown(rows, FLAGS.profile, step_size_run, beside_uniforms_curve(main_runs), pooled)
     (out / "minatar.md").write_text(text)
     plot(main_runs, reference, out / "minatar.png")
-    write_provenance(out, "minatar", main_runs, start)
+    write_provenance(out, "minatar", main_runs, start, also=AGGREGATE_FILES if pooled else ())
     print(text)
     side_studies = (
         ("fig12", "PER App. Fig. 12 on MinAtar, importance sampling with rank-based replay", FIG12_TEXT,
@@ -922,12 +932,15 @@ def train(games: list[str], frames: int, summaries_dir: pathlib.Path, runs: path
     return _runs.load_summaries(summaries_dir)
 
 
-def write_provenance(out: pathlib.Path, stem: str, summaries: list[dict], start: float) -> None:
-    """`stem`.provenance.json: assembled from `summaries`, each with its run's own record; unchanged, kept."""
+def write_provenance(
+    out: pathlib.Path, stem: str, summaries: list[dict], start: float, also: tuple[str, ...] = ()
+) -> None:
+    """`stem`.provenance.json for `stem`.* and the files in `also`: assembled from `summaries`, each with its
+    run's own record; unchanged, kept."""
     jobs = {_runs.job_name(s["game"], s["variant"], s["seed"]): s for s in summaries}
     scale = f"reduced ({FLAGS.profile}): MinAtar; assembled from {len(jobs)} runs in minatar_runs/"
     record = _runs.study_record(jobs, scale, start, out / "minatar_runs")
-    provenance.write_derived(out, stem, **record)
+    provenance.write_derived(out, stem, also, **record)
 
 
 if __name__ == "__main__":
