@@ -115,6 +115,32 @@ def test_per_minatar_counts_the_runs_in_against_those_its_table_names_missing(tm
     assert (paper, commits) == ("Young & Tian DQN, 5M frames: breakout 10.3", "`ccccccc`")
 
 
+def test_per_minatar_names_each_pooled_budgets_interquartile_means(tmp_path):
+    """From minatar_aggregates.csv: the IQM rows only, per budget and seed set, to two places."""
+    write(
+        tmp_path / "per/full/minatar.csv",
+        "game,variant,seed,frames,last100,young_tian_dqn_5M\nbreakout,rank,1,1000000,4.0,10.3\n",
+    )
+    write(tmp_path / "per/full/minatar.md", "# table\n")
+    write(tmp_path / "per/full/minatar.provenance.json", record("c" * 40))
+    write(
+        tmp_path / "per/full/minatar_aggregates.csv",
+        "frames,seeds,variant,statistic,value,ci_low,ci_high\n"
+        "1000000,1 2,uniform,median,0.9,0.8,1.0\n"
+        "1000000,1 2,uniform,iqm,0.634,0.5968,0.6723\n"
+        "1000000,1 2,rank,iqm,0.38,0.35,0.4\n"
+        "2000000,0 1,uniform,iqm,0.85,0.8,0.9\n"
+        "2000000,0 1,rank,p_above_uniform,0.2,0.2,0.2\n",
+    )
+    ours, _, _ = dashboard.cells(study("per/full/minatar"), tmp_path)
+    assert ours == (
+        "1 of 1 runs in; runs at/above Y&T's DQN: ; "
+        "pooled IQM of score / Y&T's DQN at 1M (seeds 1, 2): uniform 0.63 [0.60, 0.67], rank 0.38 [0.35, 0.40]; "
+        "pooled IQM of score / Y&T's DQN at 2M (seeds 0, 1): uniform 0.85 [0.80, 0.90]; last-100 return: "
+        "breakout rank 4.0"
+    )
+
+
 def test_a_side_study_counts_an_extended_run_once_and_names_each_budgets_score(tmp_path):
     write(
         tmp_path / "per/full/step_size.csv",
