@@ -320,8 +320,8 @@ def seeds_text(rows: list[dict], step_size_run: bool = False) -> list[str]:
     where = "step_size.md" if step_size_run else "step_size.md, once it has run"
     return [
         f"{seeds(rows)} per game, variant and budget, and Reverb's sampler takes no seed, so two runs of one",
-        "config and seed differ (the README gives a repeat). The prioritized variants also take a quarter of uniform's",
-        f"step size, which the arm `uniform_small_step` ({where}) separates from",
+        "config and seed differ (docs/per_minatar_study.md gives repeats). The prioritized variants also take",
+        f"a quarter of uniform's step size, which the arm `uniform_small_step` ({where}) separates from",
         "prioritization. A gap between variants in a few runs of each is an observation, not a measured effect.",
     ]
 
