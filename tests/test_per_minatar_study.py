@@ -373,7 +373,7 @@ def test_fig10_is_seed_0s_whichever_seed_the_command_trains(tmp_path, monkeypatc
     monkeypatch.setattr(reproduce, "output_dir", lambda paper, profile: tmp_path)
     monkeypatch.setattr(reproduce, "RESULTS", tmp_path)
     monkeypatch.setattr(minatar, "published", lambda: {"breakout": 10.3})
-    monkeypatch.setattr(minatar, "write_provenance", lambda *args: None)
+    monkeypatch.setattr(minatar, "write_provenance", lambda *args, **kwargs: None)
     monkeypatch.setattr(minatar, "plot", lambda *args, **kwargs: None)
     drawn = []
     monkeypatch.setattr(minatar, "plot_td_errors", lambda rank, uniform, path: drawn.append((rank, uniform, path)))
