@@ -755,10 +755,10 @@ STUDIES: tuple[Study, ...] = (
     ),
     Study(
         "Prioritized replay",
-        "Uniform Double DQN at the prioritized variants' step size (a quarter of uniform's), beside all three "
-        "variants",
-        "`python -m reproduce.per.minatar --profile full --games G --variants uniform_small_step "
-        "[--frames N --extend]`",
+        "Uniform Double DQN at the prioritized variants' step size (a quarter of uniform's), and the prioritized "
+        "variants at uniform's, beside all three variants",
+        "`python -m reproduce.per.minatar --profile full --games G --variants "
+        "uniform_small_step|rank_full_step|proportional_full_step [--frames N --extend]`",
         "`per/full/step_size.{csv,md,png}`",
         "reduced: MinAtar, the profile's 2M frames per run or fewer (each score names its budget), seed 0, a second "
         "seed where the table lists one",

@@ -72,6 +72,17 @@ def test_the_small_step_arm_is_uniform_at_the_prioritized_step_size():
     assert changed == {"learning_rate"}
 
 
+def test_the_full_step_arms_are_the_prioritized_presets_at_uniforms_step_size():
+    """The converse control: only the step size moves, up to uniform's (Y&T's); alpha and the beta schedule stay."""
+    uniform = resolve("uniform")
+    for variant in ("rank", "proportional"):
+        full, preset = resolve(f"{variant}_full_step"), resolve(variant)
+        assert full.replay == preset.replay == variant and full.learning_rate == uniform.learning_rate
+        assert full.learning_rate == 4 * preset.learning_rate
+        changed = {f.name for f in dataclasses.fields(full) if getattr(full, f.name) != getattr(preset, f.name)}
+        assert changed == {"learning_rate"}
+
+
 def summary(variant: str, last100: float, snapshots: int = 3) -> dict:
     frames = [100_000 * (i + 1) for i in range(snapshots)]
     return {

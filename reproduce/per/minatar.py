@@ -10,6 +10,7 @@ agent and replay variants (`per.train`, presets `minatar_ddqn`, `_rank`,
     python -m reproduce.per.minatar --profile full --games breakout --variants rank_full_is,rank_no_is
     python -m reproduce.per.minatar --profile full --games breakout --variants uniform_every_4
     python -m reproduce.per.minatar --profile full --games seaquest --variants uniform_small_step
+    python -m reproduce.per.minatar --profile full --games freeway --variants rank_full_step --frames 1e6
     python -m reproduce.per.minatar --profile full --games freeway --variants uniform,proportional --frames 5e6 --extend
     python -m reproduce.per.minatar --profile quick      # smoke scale: one game, 15K frames a run
     python -m reproduce.per.minatar --profile full --summarise_only  # the tables from the summaries present
@@ -31,7 +32,9 @@ default) beside `uniform`, in update_ratio.{csv,md,png}. One control: uniform
 replay at the prioritized presets' step size, a quarter of uniform's: the arm
 `uniform_small_step` (not run by default) beside the three variants, in
 step_size.{csv,md,png}; a control of a smaller budget than theirs is set
-beside their curves at its frames.
+beside their curves at its frames. Its converse, the prioritized variants at
+uniform's step size (`rank_full_step`, `proportional_full_step`), completes the
+2 x 2 of replay and step size in the same table.
 
 A study too long for one sitting is assembled from runs made at different
 times, possibly on different machines:
@@ -99,16 +102,21 @@ FIG12_ARMS = {
 # 2026-11-25; results/per/archive/update_every_4/).
 RATIO_ARMS = {"uniform_every_4": ("minatar_ddqn", ("update_period=4", "target_update_period=250"))}
 # The prioritized presets divide the step size by 4 (PER App. B.2.2), uniform's
-# does not: uniform replay at the prioritized arms' step size separates what
+# does not: uniform replay at the prioritized arms' step size, and the prioritized
+# variants (beta annealed as in their presets) at uniform's, separate what
 # prioritization gains from what the smaller step gains.
-STEP_ARMS = {"uniform_small_step": ("minatar_ddqn", ("learning_rate=0.0000625",))}
+STEP_ARMS = {
+    "uniform_small_step": ("minatar_ddqn", ("learning_rate=0.0000625",)),
+    "rank_full_step": ("minatar_ddqn_rank", ("learning_rate=0.00025",)),
+    "proportional_full_step": ("minatar_ddqn_prop", ("learning_rate=0.00025",)),
+}
 ARMS = {**{variant: (preset, ()) for variant, preset in VARIANTS.items()}, **FIG12_ARMS, **RATIO_ARMS, **STEP_ARMS}
 ARM_COLOURS = {arm: f"C{i}" for i, arm in enumerate(ARMS)}  # One colour per arm in every figure.
 FIG12_CURVES = ("uniform", "rank", "rank_full_is", "rank_no_is")  # Fig. 12 shows the first, third and fourth.
 # Where Fig. 12's curves are read: PER's trade-off is early speed (no correction) against later safety (full).
 FIG12_FRACTIONS = (0.25, 0.5, 1.0)
 RATIO_CURVES = ("uniform", "uniform_every_4")
-STEP_CURVES = ("uniform", "uniform_small_step", "rank", "proportional")
+STEP_CURVES = ("uniform", "uniform_small_step", "rank", "proportional", "rank_full_step", "proportional_full_step")
 # Stratified-bootstrap resamples of the across-games aggregates. rliable's default is 50,000; 2,000
 # keep --summarise_only to seconds (4.5 s against 65 s here) and moved no 95% interval's end on the
 # committed runs by more than 0.013 (measured 2026-12-07).
@@ -653,10 +661,12 @@ RATIO_TEXT = (
 )
 STEP_TEXT = (
     "`uniform`: the preset, Y&T's step size 0.00025; `uniform_small_step`: uniform replay at 0.0000625, the",
-    "step size of `rank` and `proportional` (PER App. B.2.2 divides it by 4 with prioritization). Everything",
-    "else is the preset's. `last100`: the mean return of the last 100 training episodes, Y&T's statistic;",
+    "step size of `rank` and `proportional` (PER App. B.2.2 divides it by 4 with prioritization);",
+    "`rank_full_step` and `proportional_full_step`, where run: those presets (beta annealed) at uniform's 0.00025.",
+    "Everything else is the preset's. `last100`: the mean return of the last 100 training episodes, Y&T's statistic;",
     "their DQN is shown at its budget of 5M frames. {seeds} per arm and budget: how much of the prioritized variants'",
-    "gap to uniform in minatar.md, a lead or a deficit, the smaller step alone gives, not a measurement of it.",
+    "gap to uniform in minatar.md, a lead or a deficit, the smaller step alone gives, and what prioritization does",
+    "at uniform's step size: observations, not measurements.",
 )
 
 
@@ -883,7 +893,7 @@ def main(argv: list[str]) -> None:
          FIG12_ARMS, FIG12_CURVES),
         ("update_ratio", "uniform Double DQN on MinAtar at Young & Tian's replay ratio and at PER's", RATIO_TEXT,
          RATIO_ARMS, RATIO_CURVES),
-        ("step_size", "uniform Double DQN on MinAtar at the prioritized variants' step size", STEP_TEXT, STEP_ARMS,
+        ("step_size", "Double DQN on MinAtar: each replay at the other's step size", STEP_TEXT, STEP_ARMS,
          STEP_CURVES),
     )  # fmt: skip
     for stem, title, text, arms, curves in side_studies:
