@@ -264,6 +264,33 @@ def test_a_shorter_small_step_run_is_set_beside_the_longer_runs_curves_at_its_fr
     assert not any("curve" in line for line in equal)
 
 
+def test_a_full_step_run_is_the_share_of_its_variants_gap_that_uniforms_step_closes():
+    """Freeway's converse arm at 750K beside 2M runs: (full - variant) / (uniform - variant), read at 750K."""
+    longer = [
+        curve_run("uniform", 2_000_000, [(740_000, 40.0), (2_000_000, 52.0)]),
+        curve_run("rank", 2_000_000, [(745_000, 14.0), (2_000_000, 39.0)]),
+        curve_run("proportional", 2_000_000, [(749_000, 19.0), (2_000_000, 40.0)]),
+    ]
+    full = curve_run("rank_full_step", 750_000, [(750_000, 33.5)])
+    runs = [*longer, full]
+    rows = minatar.table_rows(runs, {"breakout": 10.3}, minatar.STEP_CURVES)
+    shares = minatar.step_shares(rows, runs)
+    # (33.5 - 14) / (40 - 14) = 75%: uniform's step closes three quarters of rank's gap at 750K frames.
+    assert shares[-1] == (
+        "- breakout, seed 0, 750,000 frames: uniform's step (33.50) moves rank 75% of the way to uniform "
+        "(14.00 -> 40.00) (read off the curves of the 2,000,000-frame runs)."
+    )
+    assert shares[0].startswith("How far a prioritized variant at uniform's step size moves")
+    assert any("a prioritized variant's beta had annealed only part of the way" in line for line in shares)
+    # With the small-step control too, its block comes first and the converse's follows after a blank line.
+    small = curve_run("uniform_small_step", 750_000, [(750_000, 7.0)])
+    both = minatar.step_shares(minatar.table_rows([*runs, small], {"breakout": 10.3}, minatar.STEP_CURVES),
+                               [*runs, small])  # fmt: skip
+    assert both[0].startswith("How far uniform replay at the prioritized variants' step size")
+    assert both[both.index("") + 1 :].count("") == 2 and both[-1] == shares[-1]
+    assert minatar.step_shares(rows) == []  # Without the 2M runs' curves there is nothing at 750K to compare.
+
+
 def test_a_variant_short_of_uniforms_budget_is_set_beside_uniforms_curve_at_its_frames():
     """Space Invaders' rank-based run at 750K, committed before it is extended to uniform's 2M."""
     uniform = curve_run("uniform", 2_000_000, [(500_000, 3.0), (740_000, 6.0), (760_000, 9.0), (2_000_000, 12.0)])

@@ -111,6 +111,7 @@ STEP_ARMS = {
     "proportional_full_step": ("minatar_ddqn_prop", ("learning_rate=0.00025",)),
 }
 ARMS = {**{variant: (preset, ()) for variant, preset in VARIANTS.items()}, **FIG12_ARMS, **RATIO_ARMS, **STEP_ARMS}
+CONVERSE_ARMS = {"rank_full_step": "rank", "proportional_full_step": "proportional"}  # Arm: the variant it mirrors.
 ARM_COLOURS = {arm: f"C{i}" for i, arm in enumerate(ARMS)}  # One colour per arm in every figure.
 FIG12_CURVES = ("uniform", "rank", "rank_full_is", "rank_no_is")  # Fig. 12 shows the first, third and fourth.
 # Where Fig. 12's curves are read: PER's trade-off is early speed (no correction) against later safety (full).
@@ -712,6 +713,11 @@ def step_shares(rows: list[dict], summaries: list[dict] = ()) -> list[str]:
             return None, None
         return read_at(longer, frames), longer["frames"]
 
+    def source(budgets: set[int | None]) -> str:
+        """Where scores read off longer runs' curves came from; empty if every score is a run's own."""
+        longer = sorted(b for b in budgets if b is not None)
+        return f" (read off the curves of the {' and '.join(f'{b:,}' for b in longer)}-frame runs)" if longer else ""
+
     lines, read_off = [], False
     small_runs = sorted({(r["game"], r["seed"], r["frames"]) for r in rows if r["variant"] == "uniform_small_step"})
     for game, seed, frames in small_runs:
@@ -725,28 +731,51 @@ def step_shares(rows: list[dict], summaries: list[dict] = ()) -> list[str]:
         ]
         if not shares:
             continue
-        longer = sorted({budget for value, budget in found.values() if value is not None and budget is not None})
-        read_off |= bool(longer)
-        source = f" (read off the curves of the {' and '.join(f'{b:,}' for b in longer)}-frame runs)" if longer else ""
+        read_from = source({budget for value, budget in found.values() if value is not None})
+        read_off |= bool(read_from)
         lines.append(
             f"- {game}, seed {seed}, {frames:,} frames: the smaller step ({small:.2f}) moves uniform "
-            f"{'; '.join(shares)}{source}."
+            f"{'; '.join(shares)}{read_from}."
         )
-    if not lines:
-        return []
+    converse, converse_read_off = [], False
+    for arm, variant in CONVERSE_ARMS.items():
+        for game, seed, frames in sorted({(r["game"], r["seed"], r["frames"]) for r in rows if r["variant"] == arm}):
+            full = score[(game, seed, frames, arm)]
+            (uniform, uniform_from), (own, own_from) = (at(name, game, seed, frames) for name in ("uniform", variant))
+            if uniform is None or own is None or uniform == own:
+                continue
+            read_from = source({uniform_from, own_from})
+            converse_read_off |= bool(read_from)
+            converse.append(
+                f"- {game}, seed {seed}, {frames:,} frames: uniform's step ({full:.2f}) moves {variant} "
+                f"{(full - own) / (uniform - own):.0%} of the way to uniform ({own:.2f} -> {uniform:.2f}){read_from}."
+            )
     shorter = [
         "A run of a smaller budget is set beside the other arms' curves at its frames, to within the curves'",
         "spacing; there a prioritized variant's beta had annealed only part of the way to 1.",
     ]
-    return [
-        "How far uniform replay at the prioritized variants' step size moves uniform's score towards each",
-        "variant's, above or below it: (uniform_small_step - uniform) / (variant - uniform). Near 100%: the",
-        "smaller step alone scores as the variant does; near 0%: the step size does not explain the gap;",
-        "over 100%: the smaller step goes past the variant; negative: it moves the other way.",
-        *(shorter if read_off else []),
-        "",
-        *lines,
-    ]
+    blocks = []
+    if lines:
+        blocks.append([
+            "How far uniform replay at the prioritized variants' step size moves uniform's score towards each",
+            "variant's, above or below it: (uniform_small_step - uniform) / (variant - uniform). Near 100%: the",
+            "smaller step alone scores as the variant does; near 0%: the step size does not explain the gap;",
+            "over 100%: the smaller step goes past the variant; negative: it moves the other way.",
+            *(shorter if read_off else []),
+            "",
+            *lines,
+        ])  # fmt: skip
+    if converse:
+        blocks.append([
+            "How far a prioritized variant at uniform's step size moves the variant's score towards uniform's:",
+            "(variant_full_step - variant) / (uniform - variant). Near 100%: at equal step sizes the variant",
+            "scores as uniform does; near 0%: the step size does not explain the gap; over 100%: it goes past",
+            "uniform; negative: it moves the other way.",
+            *(shorter if converse_read_off and not read_off else []),
+            "",
+            *converse,
+        ])  # fmt: skip
+    return [line for i, block in enumerate(blocks) for line in ([""] if i else []) + block]
 
 
 def fig12_checkpoints(summaries: list[dict]) -> list[str]:
