@@ -398,19 +398,18 @@ def per_minatar(base: pathlib.Path) -> Cells:
     return Cells(
         f"{runs} of {total} runs in; runs at/above Y&T's DQN: "
         + "; ".join(f"{counts} (runs of {frames} frames)" for frames, counts in counted)
-        + "".join(f"; {pooled}" for pooled in pooled_iqm(base.parent / "minatar_aggregates.csv"))
+        + "".join(f"; {pooled}" for pooled in pooled_iqm(base.with_name("minatar_aggregates")))
         + f"; {scores}",
         "Young & Tian DQN, 5M frames: " + ", ".join(f"{game} {score}" for game, score in dqn.items()),
     )
 
 
-def pooled_iqm(path: pathlib.Path) -> list[str]:
+def pooled_iqm(base: pathlib.Path) -> list[str]:
     """Per pooled budget, each variant's IQM of score / Y&T's DQN with its 95% interval (`minatar_aggregates.csv`,
     written only when a budget pools); none without the file."""
-    if not path.exists():
+    if not sibling(base, ".csv").exists():
         return []
-    with open(path, newline="") as f:
-        iqm = [r for r in csv.DictReader(f) if r["statistic"] == "iqm"]
+    iqm = [r for r in read_csv(base) if r["statistic"] == "iqm"]
     budgets = {(r["frames"], r["seeds"]): [] for r in iqm}
     for r in iqm:
         budgets[r["frames"], r["seeds"]].append(

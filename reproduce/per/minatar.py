@@ -111,7 +111,13 @@ STEP_ARMS = {
     "proportional_full_step": ("minatar_ddqn_prop", ("learning_rate=0.00025",)),
 }
 ARMS = {**{variant: (preset, ()) for variant, preset in VARIANTS.items()}, **FIG12_ARMS, **RATIO_ARMS, **STEP_ARMS}
-CONVERSE_ARMS = {"rank_full_step": "rank", "proportional_full_step": "proportional"}  # Arm: the variant it mirrors.
+# A step arm on a prioritized variant's preset mirrors that variant (rank_full_step: rank).
+CONVERSE_ARMS = {
+    arm: variant
+    for arm, (preset, _) in STEP_ARMS.items()
+    for variant, own in VARIANTS.items()
+    if own == preset and variant != "uniform"
+}
 ARM_COLOURS = {arm: f"C{i}" for i, arm in enumerate(ARMS)}  # One colour per arm in every figure.
 FIG12_CURVES = ("uniform", "rank", "rank_full_is", "rank_no_is")  # Fig. 12 shows the first, third and fourth.
 # Where Fig. 12's curves are read: PER's trade-off is early speed (no correction) against later safety (full).
