@@ -231,3 +231,56 @@ def test_every_committed_benchmark_report_names_the_command_its_provenance_recor
         assert all(n == command for n in named), f"{report.name} names {named}, its provenance {command!r}"
         checked += bool(named)
     assert checked >= 8  # The benchmarks' reports (PER's six, IMPALA's two, LASER's): none found would check nothing.
+
+
+def _json(path: pathlib.Path) -> object:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+
+
+def _undescribed(results: pathlib.Path) -> list[str]:
+    """Files under `results` that no provenance record describes. A record describes:
+    - every file in its run directory and below (`provenance.json`, a training run's);
+    - `STEM.*` and the companions `STEM_*` beside `STEM.provenance.json` (`minatar_curves.csv`, `agent_runs.csv`,
+      `cliffwalk_fig1.png`), the files its `outputs` name, and a JSON file beside it that holds its `config` (a
+      suite's `suite.json`).
+    A README documents and `published/` holds the papers' numbers, each with its source in its README."""
+    records = sorted(results.rglob("*provenance.json"))
+    run_dirs = {record.parent for record in records if record.name == "provenance.json"}
+    described = set(records)
+    for record in records:
+        if record.name == "provenance.json":
+            continue
+        stem = record.name.removesuffix(".provenance.json")
+        described |= {p for p in record.parent.iterdir() if p.name.startswith((f"{stem}.", f"{stem}_"))}
+        fields = json.loads(record.read_text())
+        described |= {record.parent / name for name in fields.get("outputs", {})}
+        described |= {p for p in record.parent.glob("*.json") if "config" in fields and _json(p) == fields["config"]}
+    return [
+        str(path.relative_to(results))
+        for path in sorted(results.rglob("*"))
+        if path.is_file()
+        and path not in described
+        and path.name != "README.md"
+        and "published" not in path.relative_to(results).parts
+        and not run_dirs & set(path.parents)
+    ]
+
+
+def test_every_committed_result_file_is_described_by_a_provenance_record(tmp_path):
+    """results/ holds only measured numbers with their provenance: a file no record describes has none."""
+    root = pathlib.Path(provenance.__file__).resolve().parents[1]
+    assert _undescribed(root / "results") == []
+    (tmp_path / "study.provenance.json").write_text(json.dumps({"config": {"a": 1}, "outputs": {"extra.png": "0"}}))
+    for name in ("study.csv", "study_curves.csv", "extra.png", "other.csv", "README.md"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "suite.json").write_text('{"a": 1}')
+    (tmp_path / "other.json").write_text('{"a": 2}')
+    (tmp_path / "run" / "sub").mkdir(parents=True)
+    (tmp_path / "run" / "provenance.json").write_text("{}")
+    (tmp_path / "run" / "sub" / "curve.csv").write_text("")
+    (tmp_path / "loose").mkdir()
+    (tmp_path / "loose" / "curve.csv").write_text("")
+    assert _undescribed(tmp_path) == ["loose/curve.csv", "other.csv", "other.json"]
