@@ -987,3 +987,20 @@ def test_across_games_pools_the_budgets_every_variant_ran_on_every_game_with_two
     assert all((tmp_path / name).stat().st_size for name in minatar.AGGREGATE_FILES)
     minatar.write_across_games([], tmp_path)  # Nothing pools (summaries removed): no earlier pair is left.
     assert not any((tmp_path / name).exists() for name in minatar.AGGREGATE_FILES)
+
+
+def test_the_curves_legend_is_beside_the_panels_not_over_a_games_curves(tmp_path, monkeypatch):
+    """The legend once sat inside Asterix's panel, over the curves it names."""
+    monkeypatch.setattr(minatar, "FLAGS", types.SimpleNamespace(profile="full"))
+    figures = []
+    monkeypatch.setattr(minatar.plt, "close", figures.append)
+    runs = [{**summary(v, 5.0), "seed": seed} for v in ("uniform", "rank") for seed in (0, 1)]
+    minatar.plot(runs, {"breakout": 10.3}, tmp_path / "curves.png")
+    (figure,) = figures
+    assert [ax.get_legend() for ax in figure.axes] == [None]
+    (legend,) = figure.legends
+    labels = [text.get_text() for text in legend.get_texts()]
+    assert labels == ["uniform, seed 0", "uniform, seed 1", "rank, seed 0", "rank, seed 1", "Y&T DQN at 5M"]
+    renderer = figure.canvas.get_renderer()
+    panel, box = figure.axes[0].get_window_extent(renderer), legend.get_window_extent(renderer)
+    assert box.x0 >= panel.x1

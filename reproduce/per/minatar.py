@@ -600,15 +600,16 @@ def plot(
         ax.axhline(reference[game], color="grey", ls=":", label="Y&T DQN at 5M")
         ax.set(title=game, xlabel="frames")
     axes[0][0].set_ylabel("training return (100-episode mean)")
-    # Every panel's lines in one legend: a seed may have run on some games only.
+    # Every panel's lines in one legend, right of the panels (inside one, it hid that game's curves): a seed may
+    # have run on some games only.
     named = {label: line for ax in axes[0] for line, label in zip(*ax.get_legend_handles_labels())}
-    axes[0][0].legend(named.values(), named.keys(), fontsize=7)
+    fig.legend(named.values(), named.keys(), fontsize=7, loc="center left", bbox_to_anchor=(1, 0.5))
     budget = ", ".join(f"{f:,}" for f in sorted({s["frames"] for s in summaries}))
     # Wrapped to the panels' width: one game's panel is narrower than a side study's title.
     heading = textwrap.fill(title[0].upper() + title[1:], width=45 * len(games))
     fig.suptitle(f"{heading}\n{FLAGS.profile} profile: {budget} frames a run", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # The bounding box takes in the legend outside the panels.
     plt.close(fig)
 
 
