@@ -1,6 +1,7 @@
 """Provenance records: `provenance._git_state` in a throwaway git repository (commit and dirty flag), and
 when a derived record is rewritten."""
 
+import functools
 import hashlib
 import json
 import pathlib
@@ -233,6 +234,7 @@ def test_every_committed_benchmark_report_names_the_command_its_provenance_recor
     assert checked >= 8  # The benchmarks' reports (PER's six, IMPALA's two, LASER's): none found would check nothing.
 
 
+@functools.cache  # A run directory's summaries are read once, not once per record beside them.
 def _json(path: pathlib.Path) -> object:
     try:
         return json.loads(path.read_text())
