@@ -1424,7 +1424,11 @@ def test_a_server_without_checkpoints_leaves_no_temporary_directory(tmp_path, mo
     assert list(tmp_path.iterdir()) == []
     # A checkpoint asked for later still works: Reverb makes the directory again.
     srv = server.make_server([reverb.Table.queue("q", 4)])
-    assert pathlib.Path(reverb.Client(f"localhost:{srv.port}").checkpoint()).is_relative_to(tmp_path)
+    client = reverb.Client(f"localhost:{srv.port}")
+    # `server_info` waits for the new channel to connect; a first RPC of `checkpoint` fails fast, and once did in
+    # CI ("connections to all backends failing"). An agent's client has always made other calls before it.
+    client.server_info()
+    assert pathlib.Path(client.checkpoint()).is_relative_to(tmp_path)
     srv.stop()
 
 
