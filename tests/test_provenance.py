@@ -236,10 +236,7 @@ def test_every_committed_benchmark_report_names_the_command_its_provenance_recor
 
 @functools.cache  # A run directory's summaries are read once, not once per record beside them.
 def _json(path: pathlib.Path) -> object:
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError:
-        return None
+    return json.loads(path.read_text())
 
 
 def _undescribed(results: pathlib.Path) -> list[str]:
@@ -257,9 +254,10 @@ def _undescribed(results: pathlib.Path) -> list[str]:
             continue
         stem = record.name.removesuffix(".provenance.json")
         described |= {p for p in record.parent.iterdir() if p.name.startswith((f"{stem}.", f"{stem}_"))}
-        fields = json.loads(record.read_text())
+        fields = _json(record)
         described |= {record.parent / name for name in fields.get("outputs", {})}
-        described |= {p for p in record.parent.glob("*.json") if "config" in fields and _json(p) == fields["config"]}
+        if "config" in fields:
+            described |= {p for p in record.parent.glob("*.json") if _json(p) == fields["config"]}
     return [
         str(path.relative_to(results))
         for path in sorted(results.rglob("*"))
