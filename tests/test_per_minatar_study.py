@@ -291,6 +291,35 @@ def test_a_full_step_run_is_the_share_of_its_variants_gap_that_uniforms_step_clo
     assert minatar.step_shares(rows) == []  # Without the 2M runs' curves there is nothing at 750K to compare.
 
 
+def test_the_step_table_sets_every_arm_side_by_side_at_each_step_arms_budget():
+    """A converse arm at 1M and the small-step control at 2M: one row per budget, longer runs read at 1M (`*`)."""
+    runs = [
+        curve_run("uniform", 2_000_000, [(990_000, 11.0), (1_010_000, 30.0), (2_000_000, 12.5)]),
+        curve_run("rank", 2_000_000, [(1_000_000, 2.5), (2_000_000, 6.8)]),
+        curve_run("uniform_small_step", 2_000_000, [(1_200_000, 1.0), (2_000_000, 6.75)]),
+        curve_run("rank_full_step", 1_000_000, [(1_000_000, 12.0)]),
+    ]
+    rows = minatar.table_rows(runs, {"breakout": 10.3}, minatar.STEP_CURVES)
+    table = minatar.step_table(rows, runs)
+    assert table[-4] == (
+        "| game | seed | frames | uniform | uniform_small_step | rank | proportional | rank_full_step "
+        "| proportional_full_step |"
+    )
+    # At 1M: uniform's last point at or before it (11, not 30), rank's own point there, no small-step point
+    # yet, no proportional run at all, and the converse arm's own score; at 2M the runs' own scores.
+    assert table[-2:] == [
+        "| breakout | 0 | 1,000,000 | 11.00* | - | 2.50* | - | 12.00 | - |",
+        "| breakout | 0 | 2,000,000 | 12.50 | 6.75 | 6.80 | - | - | - |",
+    ]
+    assert minatar.step_table(rows) == table[:-2] + [table[-2].replace("11.00*", "-").replace("2.50*", "-"), table[-1]]
+    assert minatar.step_table(minatar.table_rows(runs[:2], {"breakout": 10.3}, minatar.STEP_CURVES), runs) == []
+    # step_size.md's notes: this table, a blank line, then the shares, each block present only if it has lines.
+    notes = minatar.step_notes(rows, runs)
+    shares = minatar.step_shares(rows, runs)
+    assert notes == [*table, "", *shares] and shares
+    assert minatar.joined([[], ["a"], [], ["b", "c"]]) == ["a", "", "b", "c"]
+
+
 def test_a_variant_short_of_uniforms_budget_is_set_beside_uniforms_curve_at_its_frames():
     """Space Invaders' rank-based run at 750K, committed before it is extended to uniform's 2M."""
     uniform = curve_run("uniform", 2_000_000, [(500_000, 3.0), (740_000, 6.0), (760_000, 9.0), (2_000_000, 12.0)])

@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import collections
 import decimal
+import functools
 import pathlib
 import textwrap
 import time
@@ -699,6 +700,50 @@ def side_markdown(title: str, text: tuple[str, ...], rows: list[dict], profile: 
     return "\n".join(lines) + "\n"
 
 
+def score_at(
+    rows: list[dict], summaries: list[dict], variant: str, game: str, seed: int, frames: int
+) -> tuple[float | None, int | None]:
+    """An arm's last100 at `frames`, and the budget of the longer run it was read from (None: its own).
+
+    Its own run of that budget, among `rows`, if there is one; else its
+    shortest run beyond it among `summaries`, read off its curve (`read_at`);
+    else (None, None).
+    """
+    for r in rows:
+        if (r["game"], r["seed"], r["frames"], r["variant"]) == (game, seed, frames, variant):
+            return r["last100"], None
+    # A run summarised at `frames` has a row there: what is left is a longer run, if any.
+    if (longer := shortest_reaching(summaries, game, seed, variant, frames)) is None:
+        return None, None
+    return read_at(longer, frames), longer["frames"]
+
+
+def step_table(rows: list[dict], summaries: list[dict] = ()) -> list[str]:
+    """Every step-size arm side by side, at each game, seed and budget that a step arm (STEP_ARMS) ran to.
+
+    One row per such budget; a cell is the arm's own run's last100 there or,
+    marked `*`, its longer run's 100-episode mean read off the curve
+    (`score_at`); `-`: no run of the arm reached it.
+    """
+    budgets = sorted({(r["game"], r["seed"], r["frames"]) for r in rows if r["variant"] in STEP_ARMS})
+    body = []
+    for game, seed, frames in budgets:
+        cells = []
+        for arm in STEP_CURVES:
+            value, longer = score_at(rows, summaries, arm, game, seed, frames)
+            cells.append("-" if value is None else f"{value:.2f}{'' if longer is None else '*'}")
+        body.append([game, str(seed), f"{frames:,}", *cells])
+    if not body:
+        return []
+    return [
+        "Every arm at each budget a step-size arm was run to, side by side: its own run's `last100` there or,",
+        "marked `*`, the 100-episode mean on its longer run's curve at its last point at or before those",
+        "frames (there a prioritized variant's beta had annealed only part of the way to 1); `-`: no run.",
+        "",
+        *markdown_table(["game", "seed", "frames", *STEP_CURVES], body),
+    ]
+
+
 def step_shares(rows: list[dict], summaries: list[dict] = ()) -> list[str]:
     """The step-size study's summary: how far the smaller step alone moves uniform towards each prioritized variant.
 
@@ -709,16 +754,7 @@ def step_shares(rows: list[dict], summaries: list[dict] = ()) -> list[str]:
     Where an arm has no run of that budget but one of a larger budget among
     `summaries`, its score there is read off that run's curve (`read_at`).
     """
-    score = {(r["game"], r["seed"], r["frames"], r["variant"]): r["last100"] for r in rows}
-
-    def at(variant: str, game: str, seed: int, frames: int) -> tuple[float | None, int | None]:
-        """The arm's score at `frames`, and the budget of the longer run it was read from (None: its own)."""
-        if (own := score.get((game, seed, frames, variant))) is not None:
-            return own, None
-        # A run summarised at `frames` has a row there: what is left is a longer run, if any.
-        if (longer := shortest_reaching(summaries, game, seed, variant, frames)) is None:
-            return None, None
-        return read_at(longer, frames), longer["frames"]
+    at = functools.partial(score_at, rows, summaries)
 
     def source(budgets: set[int | None]) -> str:
         """Where scores read off longer runs' curves came from; empty if every score is a run's own."""
@@ -728,7 +764,7 @@ def step_shares(rows: list[dict], summaries: list[dict] = ()) -> list[str]:
     lines, read_off = [], False
     small_runs = sorted({(r["game"], r["seed"], r["frames"]) for r in rows if r["variant"] == "uniform_small_step"})
     for game, seed, frames in small_runs:
-        small = score[(game, seed, frames, "uniform_small_step")]
+        small, _ = at("uniform_small_step", game, seed, frames)
         found = {variant: at(variant, game, seed, frames) for variant in ("uniform", "rank", "proportional")}
         uniform = found["uniform"][0]
         shares = [
@@ -747,7 +783,7 @@ def step_shares(rows: list[dict], summaries: list[dict] = ()) -> list[str]:
     converse, converse_read_off = [], False
     for arm, variant in CONVERSE_ARMS.items():
         for game, seed, frames in sorted({(r["game"], r["seed"], r["frames"]) for r in rows if r["variant"] == arm}):
-            full = score[(game, seed, frames, arm)]
+            full, _ = at(arm, game, seed, frames)
             (uniform, uniform_from), (own, own_from) = (at(name, game, seed, frames) for name in ("uniform", variant))
             if uniform is None or own is None or uniform == own:
                 continue
@@ -782,7 +818,18 @@ def step_shares(rows: list[dict], summaries: list[dict] = ()) -> list[str]:
             "",
             *converse,
         ])  # fmt: skip
-    return [line for i, block in enumerate(blocks) for line in ([""] if i else []) + block]
+    return joined(blocks)
+
+
+def step_notes(rows: list[dict], summaries: list[dict]) -> list[str]:
+    """step_size.md's notes: the arms side by side (`step_table`), then what each step change moves (`step_shares`)."""
+    return joined([step_table(rows, summaries), step_shares(rows, summaries)])
+
+
+def joined(blocks: list[list[str]]) -> list[str]:
+    """The non-empty `blocks`' lines, a blank line between one block and the next."""
+    kept = [block for block in blocks if block]
+    return [line for i, block in enumerate(kept) for line in ([""] if i else []) + block]
 
 
 def fig12_checkpoints(summaries: list[dict]) -> list[str]:
@@ -938,7 +985,7 @@ def main(argv: list[str]) -> None:
             side_rows = table_rows(side_runs, reference, curves)
             reproduce.write_csv(out / f"{stem}.csv", side_rows)
             notes = (
-                step_shares(side_rows, side_runs) if arms is STEP_ARMS
+                step_notes(side_rows, side_runs) if arms is STEP_ARMS
                 else fig12_checkpoints(side_runs) if arms is FIG12_ARMS
                 else []
             )  # fmt: skip
