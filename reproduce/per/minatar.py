@@ -723,7 +723,7 @@ def step_table(rows: list[dict], summaries: list[dict] = ()) -> list[str]:
 
     One row per such budget; a cell is the arm's own run's last100 there or,
     marked `*`, its longer run's 100-episode mean read off the curve
-    (`score_at`); `-`: no run of the arm reached it.
+    (`score_at`); `-`: no run of the arm, or no point yet on its longer run's curve.
     """
     budgets = sorted({(r["game"], r["seed"], r["frames"]) for r in rows if r["variant"] in STEP_ARMS})
     body = []
@@ -738,7 +738,8 @@ def step_table(rows: list[dict], summaries: list[dict] = ()) -> list[str]:
     return [
         "Every arm at each budget a step-size arm was run to, side by side: its own run's `last100` there or,",
         "marked `*`, the 100-episode mean on its longer run's curve at its last point at or before those",
-        "frames (there a prioritized variant's beta had annealed only part of the way to 1); `-`: no run.",
+        "frames (where a prioritized variant's beta may have annealed only part of the way to 1); `-`: no run,",
+        "or no point yet.",
         "",
         *markdown_table(["game", "seed", "frames", *STEP_CURVES], body),
     ]
