@@ -119,7 +119,9 @@ CONVERSE_ARMS = {
     for variant, own in VARIANTS.items()
     if own == preset and variant != "uniform"
 }
-ARM_COLOURS = {arm: f"C{i}" for i, arm in enumerate(ARMS)}  # One colour per arm in every figure.
+# One colour per arm in every figure. The converse arms take black and the cycle's unused
+# cyan: their places in it (C7 grey, C8 olive) were hard to tell apart on one panel.
+ARM_COLOURS = {arm: f"C{i}" for i, arm in enumerate(ARMS)} | {"rank_full_step": "black", "proportional_full_step": "C9"}
 FIG12_CURVES = ("uniform", "rank", "rank_full_is", "rank_no_is")  # Fig. 12 shows the first, third and fourth.
 # Where Fig. 12's curves are read: PER's trade-off is early speed (no correction) against later safety (full).
 FIG12_FRACTIONS = (0.25, 0.5, 1.0)
